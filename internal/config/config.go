@@ -1,0 +1,250 @@
+// Package config turns an rlproxy YAML file into a validated, typed Config.
+//
+// The file format is the contract in CONFIG-SPEC.md (mirrored in the README's
+// config reference). Decoding uses yaml.v3 with unknown fields refused; every
+// problem is reported as "FILE:LINE: field: message", like `nginx -t`. A
+// Config is immutable once returned: reload builds a new one and swaps it.
+package config
+
+import (
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"time"
+
+	"rlproxy/internal/algo"
+)
+
+// Config is one loaded, validated configuration file.
+type Config struct {
+	// Path is the file it was read from; Digest is the SHA-256 of its bytes
+	// (plus any referenced plan key files), so identical content is not a reload.
+	Path   string
+	Digest [32]byte
+
+	// Listen is the public listener address (default ":8080").
+	Listen string
+	// AdminListen serves /metrics, /healthz, /readyz (default
+	// "127.0.0.1:9090"; "" disables it).
+	AdminListen string
+	// TLS, when non-nil, serves Listen over HTTPS with this certificate.
+	TLS *TLS
+
+	Log      Log
+	Server   Server
+	Store    Store
+	RealIP   RealIP
+	JWT      JWT
+	Response Response
+	// QuotaEndpoint, when Path is non-empty, answers GET Path with the
+	// caller's quota as JSON without spending it.
+	QuotaEndpoint QuotaEndpoint
+
+	// Upstreams by name.
+	Upstreams map[string]*Upstream
+	// Policies by name, and PolicyOrder their names in file order.
+	Policies    map[string]*Policy
+	PolicyOrder []string
+	// Plans by name: key → plan → policies.
+	Plans map[string]*Plans
+	// Routes in file order; the first match wins.
+	Routes []*Route
+}
+
+// TLS is a certificate and key pair (PEM files), read at load time and on
+// every reload.
+type TLS struct {
+	CertFile string
+	KeyFile  string
+}
+
+// Log configures log/slog output on stderr.
+type Log struct {
+	Level  slog.Level // default info
+	Format string     // "text" (default) or "json"
+	// RefusalsPerSecond caps refusal log lines per second per instance
+	// (default 10); the rest are counted, not logged.
+	RefusalsPerSecond int
+}
+
+// Server holds listener timeouts and the shaping caps.
+type Server struct {
+	ReadHeaderTimeout time.Duration // default 10s
+	IdleTimeout       time.Duration // default 120s
+	MaxHeaderBytes    int           // bytes, default 1 MiB
+	ShutdownTimeout   time.Duration // default 30s: in-flight and waiting requests get this long
+	// MaxWaiting caps requests held in leaky-bucket delay per instance
+	// (default 10000); beyond it a request that would wait is refused.
+	MaxWaiting int
+	// MaxWait caps one request's delay (default 30s); a longer wait is refused.
+	MaxWait time.Duration
+}
+
+// Store selects and configures where limiter state lives.
+type Store struct {
+	Type    string // "memory" (default) or "valkey"
+	MaxKeys int    // memory: LRU bound on tracked keys (default 1,000,000)
+	Valkey  Valkey
+	// Breaker is the circuit breaker in front of the Valkey store.
+	Breaker Breaker
+	// HashSecret keys the hash of credential-derived client ids (API keys,
+	// cookies, tokens); read from the environment variable named by
+	// key_hash_secret_env. All instances sharing a store need the same one.
+	HashSecret []byte
+}
+
+// Valkey configures the shared store (a node, or seeds of a Valkey Cluster).
+type Valkey struct {
+	Addrs          []string
+	Username       string
+	Password       string // resolved from password_env, never inline
+	TLS            bool
+	CAFile         string
+	Timeout        time.Duration // per decision, default 50ms
+	KeyPrefix      string        // default "rl:"
+	SentinelMaster string        // when set, Addrs are Sentinels
+}
+
+// Breaker opens after Failures consecutive store errors and skips the store
+// for Cooldown, applying each policy's fail mode at once, then probes.
+type Breaker struct {
+	Failures int           // default 5
+	Cooldown time.Duration // default 500ms
+}
+
+// RealIP is nginx realip: set_real_ip_from, real_ip_header, real_ip_recursive.
+type RealIP struct {
+	Header         string // "X-Forwarded-For" (default), "X-Real-IP" or "Forwarded"
+	TrustedProxies []netip.Prefix
+	Recursive      bool
+}
+
+// JWT configures the jwt:CLAIM key source. With no secret the token's
+// signature is NOT verified: the claim is only as good as the client's word.
+type JWT struct {
+	HMACSecret []byte // HS256 key from hmac_secret_env; nil = unverified
+}
+
+// HeaderSet is a bit set of response header families.
+type HeaderSet uint8
+
+// Header families, CONFIG-SPEC `response.headers`.
+const (
+	HeadersRateLimit       HeaderSet = 1 << iota // IETF draft RateLimit-Policy + RateLimit
+	HeadersRateLimitLegacy                       // RateLimit-Limit/-Remaining/-Reset
+	HeadersXRateLimit                            // X-RateLimit-Limit/-Remaining/-Reset (reset = epoch s)
+)
+
+// Response shapes refusals.
+type Response struct {
+	Status  int // 400..599, default 429
+	Headers HeaderSet
+}
+
+// QuotaEndpoint is the read-only quota status endpoint.
+type QuotaEndpoint struct {
+	Path string // e.g. "/rate-limit"; "" disables
+	// Limit protects the endpoint itself (default token bucket 10r/s burst 20 per client IP).
+	Limit algo.Limit
+}
+
+// Upstream is where a route's requests go.
+type Upstream struct {
+	Name    string
+	URL     *url.URL // nil when Builtin is set
+	Builtin string   // "echo"
+	// CAFile verifies an https upstream (PEM); empty uses the system roots.
+	CAFile                string
+	ResponseHeaderTimeout time.Duration // default 30s
+}
+
+// FailMode is what a policy does when the store cannot decide.
+type FailMode uint8
+
+// Fail modes, CONFIG-SPEC `on_store_error`.
+const (
+	FailOpen   FailMode = iota // allow (default), down to the Fallback floor
+	FailClosed                 // deny: 503 problem+json
+)
+
+// SourceKind names where a client id comes from.
+type SourceKind uint8
+
+// Key sources, CONFIG-SPEC "Key sources".
+const (
+	SourceIP SourceKind = iota + 1
+	SourceHeader
+	SourceQuery
+	SourceCookie
+	SourceJWT // a claim of a bearer token
+	SourceGlobal
+)
+
+// Source is one key source; Name is the header, query parameter, cookie or
+// claim name (empty for ip and global).
+type Source struct {
+	Kind SourceKind
+	Name string
+}
+
+// KeySpec says how a policy identifies a client.
+type KeySpec struct {
+	// Sources in order: the first present and non-empty wins, or, when
+	// Combine is set, all of them form one tuple. All missing → ip.
+	Sources []Source
+	Combine bool
+	// IPv4Prefix and IPv6Prefix group addresses for ip keys (default 32, 128).
+	IPv4Prefix int
+	IPv6Prefix int
+}
+
+// Policy is one named limit.
+type Policy struct {
+	Name         string
+	Line         int // line of its definition, for messages
+	Limit        algo.Limit
+	Key          KeySpec
+	OnStoreError FailMode
+	// Fallback is the per-instance in-memory floor used while failing open;
+	// nil means allow everything while the store is down.
+	Fallback *algo.Limit
+	// DryRun (nginx limit_req_dry_run): would-be refusals pass and are counted.
+	DryRun bool
+	// Exempt clients (by real IP) pass and are not counted.
+	Exempt []netip.Prefix
+}
+
+// Plans maps a credential to a named plan, each plan a list of policies.
+type Plans struct {
+	Name string
+	// Key is where the credential comes from (e.g. header:X-API-Key).
+	Key KeySpec
+	// Keys maps credential → plan name (inline map merged with KeysFile).
+	Keys     map[string]string
+	KeysFile string
+	// Default is the plan for unknown or missing credentials; its policies
+	// are keyed by their own key spec (ip unless set), so invented keys gain nothing.
+	Default string
+	// Plans maps plan name → policy names, checked together.
+	Plans map[string][]string
+}
+
+// Route maps matching requests to an upstream and policies.
+type Route struct {
+	Name     string
+	Match    Match
+	Upstream string
+	Policies []string
+	Plan     string // name in Config.Plans, or ""
+	Cost     int64  // requests charged per request, default 1
+}
+
+// Match selects requests; every set field must match.
+type Match struct {
+	Host       string // exact, case-insensitive, port ignored
+	Path       string // exact
+	PathPrefix string
+	PathRegex  *regexp.Regexp
+	Methods    []string // upper case; empty = any
+}

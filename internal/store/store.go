@@ -1,0 +1,42 @@
+// Package store defines the interface between rlproxy's policy layer and the
+// place where limiter state lives: in process (package store/memory) or in a
+// shared Valkey (package store/valkey).
+package store
+
+import (
+	"context"
+
+	"rlproxy/internal/algo"
+)
+
+// Check is one policy's part of a decision.
+type Check struct {
+	// Key is the full state key: key prefix, version, the client in a hash tag,
+	// then the policy, e.g. "rl:v1:{ip:192.0.2.7}:api". Checks of one client
+	// with the same key source share the hash tag, hence one Cluster slot.
+	Key string
+	// Limit is the policy's compiled limit.
+	Limit algo.Limit
+	// Cost is requests charged (>= 1); 0 peeks without charging.
+	Cost int64
+	// Lease identifies the in-flight request for Concurrency limits (unique per
+	// request); empty for every other kind.
+	Lease string
+}
+
+// Store decides requests against limiter state.
+type Store interface {
+	// Decide runs all checks as one atomic decision at time now (Unix ms; 0
+	// means the store's own clock: the memory store's monotonic-advanced wall
+	// clock, Valkey's TIME) and writes one decision per check into out, which
+	// must have len(checks). If any check refuses, none is charged and the
+	// accepted ones report their uncharged state (as with Cost 0).
+	// It returns the time used (Unix ms). An error means no decision was
+	// made (store unreachable, timeout); out is then undefined.
+	Decide(ctx context.Context, checks []Check, now int64, out []algo.Decision) (int64, error)
+	// Release ends the Concurrency leases among checks (other kinds are
+	// ignored). It is called when the proxied request completes.
+	Release(ctx context.Context, checks []Check) error
+	// Close releases connections and background goroutines.
+	Close() error
+}
