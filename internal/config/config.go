@@ -50,10 +50,15 @@ type Config struct {
 	Plans map[string]*Plans
 	// Routes in file order; the first match wins.
 	Routes []*Route
+
+	// Warnings are valid settings that are probably mistakes (a real_ip
+	// header with no trusted proxies, unverified JWT claims, the built-in
+	// key-hash secret); `rlproxy validate` prints them, serving logs them.
+	Warnings []Problem
 }
 
-// TLS is a certificate and key pair (PEM files), read at load time and on
-// every reload.
+// TLS is a certificate and key pair (PEM files, paths resolved against the
+// config file's directory), read at load time and on every reload.
 type TLS struct {
 	CertFile string
 	KeyFile  string
@@ -181,8 +186,9 @@ const (
 	SourceGlobal
 )
 
-// Source is one key source; Name is the header, query parameter, cookie or
-// claim name (empty for ip and global).
+// Source is one key source; Name is the header (canonical form, as
+// textproto.CanonicalMIMEHeaderKey), query parameter, cookie or claim name
+// (empty for ip and global).
 type Source struct {
 	Kind SourceKind
 	Name string
@@ -221,7 +227,9 @@ type Plans struct {
 	// Key is where the credential comes from (e.g. header:X-API-Key).
 	Key KeySpec
 	// Keys maps credential → plan name (inline map merged with KeysFile).
-	Keys     map[string]string
+	Keys map[string]string
+	// KeysFile is the keys_file path resolved against the config file's
+	// directory ("" when none); its bytes are part of Config.Digest.
 	KeysFile string
 	// Default is the plan for unknown or missing credentials; its policies
 	// are keyed by their own key spec (ip unless set), so invented keys gain nothing.

@@ -1,0 +1,212 @@
+// Command benchrun is the rlproxy benchmark harness (issue 7), normally run
+// by bench/run.sh (throughput) and bench/attack.sh (attack scenario), which
+// install the tools and build the binaries first.
+//
+// Throughput mode starts a shared upstream and every target — the upstream
+// direct, nginx proxy_pass, nginx + limit_req, Caddy, minproxy and rlproxy
+// without a policy, with a token bucket on memory and on Valkey — each on its
+// own loopback port, then measures them with the same wrk load round-robin
+// for R rounds and reports medians: req/s, p50/p99 latency, proxy CPU-µs per
+// request (utime+stime from /proc), each also as a ratio to nginx +
+// limit_req, plus a fewer-connection pass for the latency added over direct.
+//
+// Attack mode sends well-behaved clients' traffic with and without one
+// over-limit attacker through nginx limit_req and rlproxy (memory, Valkey)
+// and reports their latency, how much of the attacker reached the upstream,
+// and Valkey calls per refused request.
+//
+// Everything listens on 127.0.0.1 only; every server is pinned with taskset
+// and killed (its whole process group) on exit or on SIGINT/SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "benchrun:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command-line flags.
+type options struct {
+	mode                  string
+	binDir, configDir     string
+	rlproxyBin, outDir    string
+	runDir, wrkScript     string
+	proxyCPUs, loadCPUs   string
+	wrkArgs, halfArgs     string
+	reps                  int
+	warmup                time.Duration
+	targets               string
+	attackDur             time.Duration
+	clients               int
+	clientRate, attackRPS float64
+	quietPct              float64
+	quietWait             time.Duration
+}
+
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.mode, "mode", "throughput", "throughput | attack")
+	flag.StringVar(&o.binDir, "bin", "bench/.bin", "directory holding the built upstream and minproxy")
+	flag.StringVar(&o.configDir, "configs", "bench/configs", "directory of the target configs")
+	flag.StringVar(&o.rlproxyBin, "rlproxy", "bench/.bin/rlproxy", "rlproxy binary; missing = rlproxy rows \"not built\"")
+	flag.StringVar(&o.outDir, "out", "bench/results", "where latest.{md,json} / attack.{md,json} go")
+	flag.StringVar(&o.runDir, "run-dir", "", "scratch directory for configs, logs and pgids (default: a new temp dir, removed at exit)")
+	flag.StringVar(&o.wrkScript, "wrk-script", "bench/wrk/report.lua", "wrk Lua script printing the BENCHJSON line")
+	flag.StringVar(&o.proxyCPUs, "proxy-cpus", "0", "taskset CPU list of the proxy under test")
+	flag.StringVar(&o.loadCPUs, "load-cpus", "1", "taskset CPU list of wrk, the upstream, Valkey and the attack load generator")
+	flag.StringVar(&o.wrkArgs, "wrk", "-t1 -c32 -d5s", "wrk options of the full-load pass")
+	flag.StringVar(&o.halfArgs, "half-wrk", "-t1 -c4 -d5s", "wrk options of the half-load (fewer connections) pass")
+	flag.IntVar(&o.reps, "r", 3, "rounds over all targets (median reported)")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "unrecorded wrk run before each full-load run (0 = none)")
+	flag.StringVar(&o.targets, "targets", "", "comma-separated target ids to run (default all)")
+	flag.DurationVar(&o.attackDur, "attack-duration", 10*time.Second, "length of each attack-scenario phase")
+	flag.IntVar(&o.clients, "attack-clients", 50, "well-behaved clients")
+	flag.Float64Var(&o.clientRate, "client-rate", 5, "requests per second per well-behaved client (limit: 10)")
+	flag.Float64Var(&o.attackRPS, "attack-rate", 500, "attacker requests per second")
+	flag.Float64Var(&o.quietPct, "quiet-pct", 10, "before each run, wait until other processes use less than this % of all CPUs (0 = don't wait)")
+	flag.DurationVar(&o.quietWait, "quiet-wait", 30*time.Second, "longest wait for quiet before a run; then it runs anyway")
+	flag.Parse()
+	return o
+}
+
+func run() error {
+	o := parseFlags()
+	if o.reps < 1 || o.clients < 1 || o.clientRate <= 0 || o.attackRPS <= 0 || o.attackDur <= 0 {
+		return errors.New("-r, -attack-clients, -client-rate, -attack-rate and -attack-duration must be positive")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if o.runDir == "" {
+		dir, err := os.MkdirTemp("", "rlbench.")
+		if err != nil {
+			return fmt.Errorf("making run dir: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		o.runDir = dir
+	}
+	// nginx workers run as nobody and need to reach their temp paths.
+	if err := os.Chmod(o.runDir, 0o755); err != nil {
+		return fmt.Errorf("opening run dir: %w", err)
+	}
+	sup := &supervisor{runDir: o.runDir}
+	defer sup.stop()
+	l := &lab{sup: sup, configDir: o.configDir, binDir: o.binDir, rlproxyBin: o.rlproxyBin, proxyCPUs: o.proxyCPUs, loadCPUs: o.loadCPUs}
+	progress := func(s string) { fmt.Fprintln(os.Stderr, s) }
+
+	switch o.mode {
+	case "throughput":
+		return runThroughputMode(ctx, o, l, progress)
+	case "attack":
+		return runAttackMode(ctx, o, l, progress)
+	}
+	return fmt.Errorf("unknown -mode %q: want throughput or attack", o.mode)
+}
+
+// selected reports whether id is among the comma-separated ids (all when empty).
+func selected(ids, id string) bool {
+	if ids == "" {
+		return true
+	}
+	for _, s := range strings.Split(ids, ",") {
+		if strings.TrimSpace(s) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// startTargets starts the selected specs in front of upstreamAddr.
+func startTargets(ctx context.Context, l *lab, specs []targetSpec, only, upstreamAddr string, progress func(string)) []*target {
+	var targets []*target
+	for _, s := range specs {
+		if !selected(only, s.id) {
+			continue
+		}
+		t := &target{ID: s.id, Name: s.name}
+		if s.kind == "direct" {
+			t.Status, t.URL = "ok", "http://"+upstreamAddr+"/"
+		} else {
+			l.startProxy(ctx, t, s.kind, s.conf, upstreamAddr, s.valkey)
+		}
+		progress(fmt.Sprintf("%-32s %s", t.Name, t.Status))
+		targets = append(targets, t)
+	}
+	return targets
+}
+
+func runThroughputMode(ctx context.Context, o options, l *lab, progress func(string)) error {
+	fullArgs, fullDur, err := splitDuration(strings.Fields(o.wrkArgs))
+	if err != nil {
+		return err
+	}
+	halfArgs, halfDur, err := splitDuration(strings.Fields(o.halfArgs))
+	if err != nil {
+		return err
+	}
+	plan := throughputPlan{reps: o.reps, fullArgs: fullArgs, fullDur: fullDur, halfArgs: halfArgs, halfDur: halfDur, warmup: o.warmup}
+
+	up, upAddr, err := l.startUpstream(ctx, "")
+	if err != nil {
+		return fmt.Errorf("starting upstream: %w", err)
+	}
+	targets := startTargets(ctx, l, throughputTargets(), o.targets, upAddr, progress)
+	hz, ncpu := clockTicks(), machineCPUs()
+	b := &bench{wrk: wrkRunner{cpus: o.loadCPUs, script: o.wrkScript}, upstream: up, hz: hz, ncpu: ncpu,
+		quiet: quietGate{maxPct: o.quietPct, maxWait: o.quietWait, hz: hz, ncpu: ncpu, progress: progress}}
+	results := b.runThroughput(ctx, plan, targets, progress)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	rep := throughputReport{Meta: collectMeta(l, map[string]string{
+		"wrk": o.wrkArgs, "half_wrk": o.halfArgs, "r": strconv.Itoa(o.reps), "warmup": o.warmup.String(),
+		"upstream":  "bench/upstream (Go), 13-byte body",
+		"quiet_pct": strconv.FormatFloat(o.quietPct, 'f', -1, 64), "quiet_wait": o.quietWait.String(),
+	}), Targets: results}
+	md := throughputMarkdown(rep, plan)
+	if err := writeReport(o.outDir, "latest", md, rep); err != nil {
+		return err
+	}
+	fmt.Print(md)
+	return nil
+}
+
+func runAttackMode(ctx context.Context, o options, l *lab, progress func(string)) error {
+	plan := attackPlan{dur: o.attackDur, clients: o.clients, clientRate: o.clientRate, attackRate: o.attackRPS, header: "X-API-Key"}
+	_, upAddr, err := l.startUpstream(ctx, plan.header)
+	if err != nil {
+		return fmt.Errorf("starting upstream: %w", err)
+	}
+	targets := startTargets(ctx, l, attackTargets(), o.targets, upAddr, progress)
+	hz, ncpu := clockTicks(), machineCPUs()
+	env := attackEnv{upstreamAddr: upAddr, hz: hz, ncpu: ncpu, quiet: quietGate{maxPct: o.quietPct, maxWait: o.quietWait, hz: hz, ncpu: ncpu, progress: progress}}
+	results := env.runAttack(ctx, plan, targets, progress)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
+	rep := attackReport{Meta: collectMeta(l, map[string]string{
+		"attack_duration": o.attackDur.String(), "clients": strconv.Itoa(o.clients),
+		"client_rate": strconv.FormatFloat(o.clientRate, 'f', -1, 64), "attack_rate": strconv.FormatFloat(o.attackRPS, 'f', -1, 64),
+		"quiet_pct": strconv.FormatFloat(o.quietPct, 'f', -1, 64), "quiet_wait": o.quietWait.String(),
+	}), Targets: results}
+	md := attackMarkdown(rep, plan)
+	if err := writeReport(o.outDir, "attack", md, rep); err != nil {
+		return err
+	}
+	fmt.Print(md)
+	return nil
+}

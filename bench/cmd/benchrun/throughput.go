@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// baselineID is the target every ratio is taken against: nginx proxy_pass
+// with limit_req, the incumbent rlproxy must hold its own against.
+const baselineID = "nginx_limit_req"
+
+// directID is the upstream without a proxy, the zero of "added latency".
+const directID = "direct"
+
+// throughputPlan is what one throughput run does.
+type throughputPlan struct {
+	reps     int      // R: rounds over all targets; medians are reported
+	fullArgs []string // wrk options without duration, e.g. -t1 -c32
+	fullDur  time.Duration
+	halfArgs []string // the half-load pass, e.g. -t1 -c4
+	halfDur  time.Duration
+	warmup   time.Duration // unrecorded wrk run before each full-load run; 0 skips
+	only     []string      // target IDs to run; empty = all
+}
+
+// targetSpec declares one row: how to start it.
+type targetSpec struct {
+	id, name, kind, conf string
+	valkey               bool
+}
+
+// throughputTargets lists the rows in report order.
+func throughputTargets() []targetSpec {
+	return []targetSpec{
+		{id: directID, name: "direct (upstream, no proxy)", kind: "direct"},
+		{id: "nginx", name: "nginx proxy_pass", kind: "nginx", conf: "nginx-proxy.conf"},
+		{id: baselineID, name: "nginx proxy_pass + limit_req", kind: "nginx", conf: "nginx-limitreq.conf"},
+		{id: "caddy", name: "Caddy reverse_proxy", kind: "caddy", conf: "Caddyfile"},
+		{id: "minproxy", name: "minproxy (Go floor)", kind: "minproxy"},
+		{id: "rlproxy", name: "rlproxy, no policy", kind: "rlproxy", conf: "rlproxy-nopolicy.yaml"},
+		{id: "rlproxy_memory", name: "rlproxy, token bucket, memory", kind: "rlproxy", conf: "rlproxy-memory.yaml"},
+		{id: "rlproxy_valkey", name: "rlproxy, token bucket, Valkey", kind: "rlproxy", conf: "rlproxy-valkey.yaml", valkey: true},
+	}
+}
+
+// sample is one wrk run against one target. CPU figures are µs of
+// utime+stime per completed request; nil where the process does not exist.
+type sample struct {
+	RPS          float64 `json:"rps"`
+	Requests     int64   `json:"requests"`
+	P50us        float64 `json:"p50_us"`
+	P90us        float64 `json:"p90_us"`
+	P99us        float64 `json:"p99_us"`
+	Non2xx       int64   `json:"non_2xx_3xx"`
+	SocketErrors int64   `json:"socket_errors"`
+
+	ProxyCPUus    *float64 `json:"proxy_cpu_us_per_req"`
+	StoreCPUus    *float64 `json:"store_cpu_us_per_req,omitempty"`
+	UpstreamCPUus *float64 `json:"upstream_cpu_us_per_req"`
+	// BackgroundCPUPct is the CPU time other processes (not the target,
+	// its store, the upstream or wrk) used during the run, in percent of all
+	// CPUs: on a shared machine, a run with more than a few percent is suspect.
+	BackgroundCPUPct float64 `json:"background_cpu_pct"`
+	// AddedP99us is P99us minus direct's P99us in the same round (half-load pass).
+	AddedP99us *float64 `json:"added_p99_us,omitempty"`
+}
+
+// targetResult is one row of the report.
+type targetResult struct {
+	ID     string   `json:"id"`
+	Name   string   `json:"name"`
+	Status string   `json:"status"`
+	Full   []sample `json:"full_runs,omitempty"`
+	Half   []sample `json:"half_runs,omitempty"`
+	// FullMedian and HalfMedian are per-field medians over the runs.
+	FullMedian *sample `json:"full_median,omitempty"`
+	HalfMedian *sample `json:"half_median,omitempty"`
+	// VsBaseline divides this row's medians by nginx+limit_req's.
+	VsBaseline *ratios `json:"vs_nginx_limit_req,omitempty"`
+}
+
+// ratios are this target's figure divided by the baseline's (1.0 = equal).
+type ratios struct {
+	RPS          *float64 `json:"rps,omitempty"`
+	P50          *float64 `json:"p50,omitempty"`
+	P99          *float64 `json:"p99,omitempty"`
+	ProxyCPU     *float64 `json:"proxy_cpu_per_req,omitempty"`
+	HalfP99      *float64 `json:"half_p99,omitempty"`
+	HalfAddedP99 *float64 `json:"half_added_p99,omitempty"`
+}
+
+// cpuSnap is the CPU ticks of a target's processes at one instant.
+type cpuSnap struct{ proxy, store, upstream, system int64 }
+
+// bench runs measurements against started targets.
+type bench struct {
+	wrk      wrkRunner
+	upstream *proc
+	hz       int64 // clock ticks per second
+	ncpu     int   // CPUs of the machine (not of this pinned process)
+	quiet    quietGate
+}
+
+func (b *bench) snap(t *target) (cpuSnap, error) {
+	var s cpuSnap
+	var err error
+	if t.proxy != nil {
+		if s.proxy, err = treeTicks(t.proxy.pid()); err != nil {
+			return s, fmt.Errorf("reading proxy CPU: %w", err)
+		}
+	}
+	if t.store != nil {
+		if s.store, err = treeTicks(t.store.pid()); err != nil {
+			return s, fmt.Errorf("reading store CPU: %w", err)
+		}
+	}
+	if s.upstream, err = treeTicks(b.upstream.pid()); err != nil {
+		return s, fmt.Errorf("reading upstream CPU: %w", err)
+	}
+	s.system, err = busyTicks()
+	return s, err
+}
+
+// measure runs wrk once against t and attributes the CPU spent meanwhile.
+func (b *bench) measure(ctx context.Context, t *target, args []string, d time.Duration) (sample, error) {
+	if err := b.quiet.wait(ctx); err != nil {
+		return sample{}, err
+	}
+	before, err := b.snap(t)
+	if err != nil {
+		return sample{}, err
+	}
+	wall := time.Now()
+	rep, err := b.wrk.run(ctx, args, d, t.URL)
+	if err != nil {
+		return sample{}, err
+	}
+	after, err := b.snap(t)
+	elapsed := time.Since(wall)
+	if err != nil {
+		return sample{}, err
+	}
+	s := sample{
+		RPS: rep.rps(), Requests: rep.Requests,
+		P50us: rep.P50us, P90us: rep.P90us, P99us: rep.P99us,
+		Non2xx: rep.ErrStatus, SocketErrors: rep.socketErrors(),
+	}
+	perReq := func(ticks int64) *float64 {
+		if rep.Requests == 0 {
+			return nil
+		}
+		v := float64(ticks) * 1e6 / float64(b.hz) / float64(rep.Requests)
+		return &v
+	}
+	if t.proxy != nil {
+		s.ProxyCPUus = perReq(after.proxy - before.proxy)
+	}
+	if t.store != nil {
+		s.StoreCPUus = perReq(after.store - before.store)
+	}
+	s.UpstreamCPUus = perReq(after.upstream - before.upstream)
+	ours := after.proxy - before.proxy + after.store - before.store + after.upstream - before.upstream
+	foreignUs := float64(after.system-before.system-ours)*1e6/float64(b.hz) - rep.CPUus
+	s.BackgroundCPUPct = min(max(0, 100*foreignUs/(float64(elapsed.Microseconds())*float64(b.ncpu))), 100)
+	return s, nil
+}
+
+// runThroughput measures every live target plan.reps times at full load and
+// at half load, round-robin (the order rotates each round so no target
+// always follows the same neighbour), and fills medians and ratios.
+func (b *bench) runThroughput(ctx context.Context, plan throughputPlan, targets []*target, progress func(string)) []*targetResult {
+	results := make([]*targetResult, len(targets))
+	var live []int
+	for i, t := range targets {
+		results[i] = &targetResult{ID: t.ID, Name: t.Name, Status: t.Status}
+		if t.Status == "ok" {
+			live = append(live, i)
+		}
+	}
+	pass := func(half bool) {
+		args, d, label := plan.fullArgs, plan.fullDur, "full"
+		if half {
+			args, d, label = plan.halfArgs, plan.halfDur, "half"
+		}
+		for rep := range plan.reps {
+			directP99 := -1.0
+			for k := range live {
+				i := live[(k+rep)%len(live)]
+				t, r := targets[i], results[i]
+				if r.Status != "ok" || ctx.Err() != nil {
+					continue
+				}
+				if !half && plan.warmup > 0 {
+					if _, err := b.wrk.run(ctx, args, plan.warmup, t.URL); err != nil {
+						r.Status = "failed: warm-up: " + err.Error()
+						continue
+					}
+				}
+				s, err := b.measure(ctx, t, args, d)
+				if err != nil {
+					r.Status = "failed: " + err.Error()
+					continue
+				}
+				progress(fmt.Sprintf("%s round %d/%d  %-32s %9.0f req/s  p50 %6.0f µs  p99 %6.0f µs",
+					label, rep+1, plan.reps, t.Name, s.RPS, s.P50us, s.P99us))
+				if half {
+					if t.ID == directID {
+						directP99 = s.P99us
+					}
+					r.Half = append(r.Half, s)
+				} else {
+					r.Full = append(r.Full, s)
+				}
+			}
+			if half && directP99 >= 0 {
+				for _, i := range live {
+					if h := results[i].Half; len(h) == rep+1 {
+						v := h[rep].P99us - directP99
+						h[rep].AddedP99us = &v
+					}
+				}
+			}
+		}
+	}
+	pass(false)
+	pass(true)
+	for _, r := range results {
+		r.FullMedian = medianSample(r.Full)
+		r.HalfMedian = medianSample(r.Half)
+	}
+	fillRatios(results)
+	return results
+}
+
+// medianSample takes the median of each field separately; nil for no runs.
+func medianSample(runs []sample) *sample {
+	if len(runs) == 0 {
+		return nil
+	}
+	f := func(get func(sample) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, s := range runs {
+			v[i] = get(s)
+		}
+		return median(v)
+	}
+	p := func(get func(sample) *float64) *float64 {
+		var v []float64
+		for _, s := range runs {
+			if x := get(s); x != nil {
+				v = append(v, *x)
+			}
+		}
+		if len(v) == 0 {
+			return nil
+		}
+		m := median(v)
+		return &m
+	}
+	return &sample{
+		RPS:           f(func(s sample) float64 { return s.RPS }),
+		Requests:      int64(f(func(s sample) float64 { return float64(s.Requests) })),
+		P50us:         f(func(s sample) float64 { return s.P50us }),
+		P90us:         f(func(s sample) float64 { return s.P90us }),
+		P99us:         f(func(s sample) float64 { return s.P99us }),
+		Non2xx:        int64(f(func(s sample) float64 { return float64(s.Non2xx) })),
+		SocketErrors:  int64(f(func(s sample) float64 { return float64(s.SocketErrors) })),
+		ProxyCPUus:    p(func(s sample) *float64 { return s.ProxyCPUus }),
+		StoreCPUus:    p(func(s sample) *float64 { return s.StoreCPUus }),
+		UpstreamCPUus: p(func(s sample) *float64 { return s.UpstreamCPUus }),
+		AddedP99us:    p(func(s sample) *float64 { return s.AddedP99us }),
+
+		BackgroundCPUPct: f(func(s sample) float64 { return s.BackgroundCPUPct }),
+	}
+}
+
+// median of v (mean of the middle two for an even count); v is reordered.
+func median(v []float64) float64 {
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// fillRatios sets VsBaseline on every measured row when the baseline ran.
+func fillRatios(results []*targetResult) {
+	var base *targetResult
+	for _, r := range results {
+		if r.ID == baselineID {
+			base = r
+		}
+	}
+	if base == nil || base.FullMedian == nil {
+		return
+	}
+	div := func(a, b *float64) *float64 {
+		if a == nil || b == nil || *b == 0 {
+			return nil
+		}
+		v := *a / *b
+		return &v
+	}
+	ptr := func(v float64) *float64 { return &v }
+	for _, r := range results {
+		if r.FullMedian == nil {
+			continue
+		}
+		f, bf := r.FullMedian, base.FullMedian
+		q := &ratios{
+			RPS:      div(ptr(f.RPS), ptr(bf.RPS)),
+			P50:      div(ptr(f.P50us), ptr(bf.P50us)),
+			P99:      div(ptr(f.P99us), ptr(bf.P99us)),
+			ProxyCPU: div(f.ProxyCPUus, bf.ProxyCPUus),
+		}
+		if h, bh := r.HalfMedian, base.HalfMedian; h != nil && bh != nil && r.ID != directID {
+			q.HalfP99 = div(ptr(h.P99us), ptr(bh.P99us))
+			q.HalfAddedP99 = div(h.AddedP99us, bh.AddedP99us)
+		}
+		r.VsBaseline = q
+	}
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# bench/run.sh — rlproxy benchmark suite (issue 7). See bench/README.md.
+#
+#   bench/run.sh            throughput: every target, same wrk load, R rounds
+#   bench/run.sh attack     attack scenario (what bench/attack.sh runs)
+#
+# Settings (environment):
+#   BENCH_WRK="-t1 -c32 -d5s"      wrk options of the full-load pass
+#   BENCH_HALF_WRK="-t1 -c4 -d5s"  wrk options of the half-load pass
+#   BENCH_R=3                      rounds (median reported)
+#   BENCH_WARMUP=1s                unrecorded wrk run before each full-load run
+#   BENCH_TARGETS=                 comma-separated ids (direct,nginx,nginx_limit_req,
+#                                  caddy,minproxy,rlproxy,rlproxy_memory,rlproxy_valkey)
+#   BENCH_PROXY_CPUS=0             CPU(s) of the proxy under test
+#   BENCH_LOAD_CPUS=1              CPU(s) of wrk, upstream, Valkey, load generator
+#   BENCH_ATTACK_DURATION=10s      per phase; BENCH_ATTACK_CLIENTS=50,
+#   BENCH_CLIENT_RATE=5            r/s per well-behaved client; BENCH_ATTACK_RATE=500
+#   BENCH_QUIET_PCT=10             before each run, wait until other processes use
+#   BENCH_QUIET_WAIT=30s           < this % of all CPUs (at most this long; 0 = off)
+#   BENCH_OUT=bench/results        output directory
+#   BENCH_KEEP=1                   keep the scratch dir (configs, logs) and print it
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+mode=throughput
+if [[ ${1:-} == attack ]]; then mode=attack; shift; fi
+if [[ $# -gt 0 ]]; then echo "usage: $0 [attack]" >&2; exit 2; fi
+
+# Tools from Debian, installed only when one is missing.
+need=()
+command -v nginx >/dev/null || need+=(nginx-light)
+command -v caddy >/dev/null || need+=(caddy)
+command -v wrk >/dev/null || need+=(wrk)
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v taskset >/dev/null || need+=(util-linux)
+if ((${#need[@]})); then
+	echo "installing ${need[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null
+	apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+export PATH=$PATH:/usr/local/go/bin
+command -v go >/dev/null || { echo "go not found (want /usr/local/go/bin/go)" >&2; exit 1; }
+
+# Builds: harness, upstream, minproxy; rlproxy when it builds.
+bin=$here/.bin
+mkdir -p "$bin"
+cd "$root"
+go build -o "$bin/benchrun" ./bench/cmd/benchrun
+go build -o "$bin/upstream" ./bench/upstream
+go build -o "$bin/minproxy" ./bench/minproxy
+if go build -o "$bin/rlproxy.new" ./cmd/rlproxy >"$bin/rlproxy-build.log" 2>&1; then
+	mv -f "$bin/rlproxy.new" "$bin/rlproxy"
+else
+	rm -f "$bin/rlproxy" "$bin/rlproxy.new"
+	echo "rlproxy not built (bench/.bin/rlproxy-build.log): $(grep -v "^#" "$bin/rlproxy-build.log" | head -n1)" >&2
+fi
+
+run_dir=$(mktemp -d /tmp/rlbench.XXXXXX)
+chmod 755 "$run_dir"
+pid=
+cleanup() {
+	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	# Belt and braces: every process group benchrun started, by id.
+	if [[ -f $run_dir/pgids ]]; then
+		while read -r g; do
+			[[ $g =~ ^[0-9]+$ ]] && kill -KILL -- "-$g" 2>/dev/null || true
+		done <"$run_dir/pgids"
+	fi
+	if [[ ${BENCH_KEEP:-} == 1 ]]; then
+		echo "scratch dir kept: $run_dir" >&2
+	else
+		rm -rf "$run_dir"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+load_cpus=${BENCH_LOAD_CPUS:-1}
+# The harness itself (and so wrk and the attack load generator) stays on the
+# load CPUs; it pins each server explicitly.
+taskset -c "$load_cpus" "$bin/benchrun" \
+	-mode "$mode" \
+	-bin "$bin" -configs "$here/configs" -rlproxy "$bin/rlproxy" \
+	-out "${BENCH_OUT:-$here/results}" -run-dir "$run_dir" -wrk-script "$here/wrk/report.lua" \
+	-proxy-cpus "${BENCH_PROXY_CPUS:-0}" -load-cpus "$load_cpus" \
+	-wrk "${BENCH_WRK:--t1 -c32 -d5s}" -half-wrk "${BENCH_HALF_WRK:--t1 -c4 -d5s}" \
+	-r "${BENCH_R:-3}" -warmup "${BENCH_WARMUP:-1s}" -targets "${BENCH_TARGETS:-}" \
+	-attack-duration "${BENCH_ATTACK_DURATION:-10s}" -attack-clients "${BENCH_ATTACK_CLIENTS:-50}" \
+	-client-rate "${BENCH_CLIENT_RATE:-5}" -attack-rate "${BENCH_ATTACK_RATE:-500}" \
+	-quiet-pct "${BENCH_QUIET_PCT:-10}" -quiet-wait "${BENCH_QUIET_WAIT:-30s}" &
+pid=$!
+wait "$pid"

@@ -1,0 +1,329 @@
+package algo
+
+import "slices"
+
+// State is one key's state for one Limit. The zero value is the idle state
+// (empty bucket of excess, full token bucket, empty window/log, no lease), so
+// missing state needs no special case.
+//
+// The meaning of A, B and C depends on the Kind (see docs/DESIGN.md):
+//
+//	LeakyBucket   A = excess E (units), B = last L (Unix ms), C = 1 once charged
+//	TokenBucket   A = tokens T (units), B = last L (Unix ms), C = 1 once charged
+//	FixedWindow   A = window index w (now/Period), B = count n (requests)
+//	SlidingWindow A = window index w, B = current count, C = previous count
+//
+// The buckets need C because their zero A is not idle (E = 0 is one request
+// in flight; T = 0 is an empty bucket). SlidingLog keeps Log and Concurrency
+// keeps Leases; the others leave both nil.
+type State struct {
+	A, B, C int64
+	// Log holds the Unix ms of accepted sliding-log requests, ascending; one
+	// entry per request, so several may share a millisecond.
+	Log []int64
+	// Leases are the Concurrency leases held, in acquisition order.
+	Leases []Lease
+}
+
+// Lease is one in-flight request counted by a Concurrency limit.
+type Lease struct {
+	// ID identifies the request (unique per request).
+	ID string
+	// Expiry is the Unix ms at which the lease stops counting.
+	Expiry int64
+}
+
+// Decide returns the decision for a request of cost requests (0 peeks) at
+// now (Unix ms) and, only when it is accepted with cost > 0, writes the new
+// state into *s. A refused request, and any peek, leave *s unchanged.
+//
+// Decide never changes the elements visible through s.Log and s.Leases (it
+// may append past their length, or replace the slices), so a caller may
+// decide on a shallow copy of a State and keep either the copy or the
+// original — one of them, not two diverging copies.
+//
+// cost must not exceed Quota(): such a request can never be accepted, and is
+// refused with the peek's Remaining and ResetAfter and RetryAfter 0. For
+// Concurrency, Decide has no lease to count and only peeks; use DecideLease.
+func (l *Limit) Decide(s *State, now, cost int64) Decision {
+	return l.DecideLease(s, now, cost, "")
+}
+
+// DecideLease is Decide with the lease id of the request, which Concurrency
+// limits count (cost > 0 acquires or refreshes one lease, whatever the cost);
+// the other kinds ignore lease.
+func (l *Limit) DecideLease(s *State, now, cost int64, lease string) Decision {
+	if l.Kind == Concurrency {
+		if lease == "" {
+			cost = 0
+		}
+		return l.concurrency(s, now, cost, lease)
+	}
+	if cost > l.Quota() {
+		d := l.DecideLease(s, now, 0, lease)
+		d.Allowed, d.Wait = false, 0
+		return d
+	}
+	switch l.Kind {
+	case LeakyBucket:
+		return l.leaky(s, now, cost)
+	case TokenBucket:
+		return l.token(s, now, cost)
+	case FixedWindow:
+		return l.fixed(s, now, cost)
+	case SlidingWindow:
+		return l.slidingWindow(s, now, cost)
+	case SlidingLog:
+		return l.slidingLog(s, now, cost)
+	}
+	return Decision{}
+}
+
+// ceilDiv is ceil(a/b) for a ≥ 0, b > 0 (DESIGN: floor((a+b-1)/b)).
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// leakyLevel is the leaky bucket's excess X at now in units (≥ -Period;
+// -Period is idle). elapsed is clamped first so elapsed·Count stays small.
+func (l *Limit) leakyLevel(s *State, now int64) int64 {
+	p, r := l.Period, l.Count
+	if s.C == 0 {
+		return -p
+	}
+	el := max(now-s.B, 0)
+	el = min(el, (s.A+p)/r+1)
+	return max(s.A-el*r, -p)
+}
+
+// leaky is nginx limit_req (GCRA) with exact rational arithmetic.
+func (l *Limit) leaky(s *State, now, c int64) Decision {
+	p, r := l.Period, l.Count
+	bp := l.Burst * p
+	x := l.leakyLevel(s, now)
+	next := x + c*p
+	if next > bp {
+		return Decision{
+			Remaining:  max(bp-x, 0) / p,
+			RetryAfter: ceilDiv(next-bp, r),
+			ResetAfter: ceilDiv(x+p, r),
+		}
+	}
+	d := Decision{Allowed: true, Remaining: (bp - next) / p, ResetAfter: ceilDiv(next+p, r)}
+	// A Delay ≥ Burst delays nothing (nginx); min keeps Delay·Period exact.
+	if dp := min(l.Delay, l.Burst) * p; !l.NoDelay && next > dp {
+		d.Wait = ceilDiv(next-dp, r)
+	}
+	if c > 0 {
+		s.A, s.B, s.C = next, max(s.B, now), 1
+	}
+	return d
+}
+
+// tokenLevel is the token bucket's tokens T' at now in units (B·Period is
+// full and idle). A burst lowered below the stored tokens caps them at once.
+func (l *Limit) tokenLevel(s *State, now int64) int64 {
+	full := l.Burst * l.Period
+	if s.C == 0 || s.A >= full {
+		return full
+	}
+	el := max(now-s.B, 0)
+	el = min(el, ceilDiv(full-s.A, l.Count))
+	return min(s.A+el*l.Count, full)
+}
+
+// token is the token bucket: capacity Burst, refilled at Count per Period.
+func (l *Limit) token(s *State, now, c int64) Decision {
+	p, r := l.Period, l.Count
+	full := l.Burst * p
+	t := l.tokenLevel(s, now)
+	if t < c*p {
+		return Decision{
+			Remaining:  t / p,
+			RetryAfter: ceilDiv(c*p-t, r),
+			ResetAfter: ceilDiv(full-t, r),
+		}
+	}
+	level := t - c*p
+	if c > 0 {
+		s.A, s.B, s.C = level, max(s.B, now), 1
+	}
+	return Decision{Allowed: true, Remaining: level / p, ResetAfter: ceilDiv(full-level, r)}
+}
+
+// fixed is the fixed window: Count requests per epoch-aligned window.
+func (l *Limit) fixed(s *State, now, c int64) Decision {
+	w := l.Period
+	cw := now / w
+	n := int64(0)
+	if s.A == cw {
+		n = s.B
+	}
+	reset := (cw+1)*w - now
+	if n+c > l.Count {
+		return Decision{Remaining: max(l.Count-n, 0), RetryAfter: reset, ResetAfter: reset}
+	}
+	if c > 0 {
+		s.A, s.B = cw, n+c
+	}
+	return Decision{Allowed: true, Remaining: l.Count - n - c, ResetAfter: reset}
+}
+
+// slidingWindow is the sliding window counter (Cloudflare 2017): the
+// estimate prev·(W−el)/W + curr, taken before counting, must stay < Count.
+func (l *Limit) slidingWindow(s *State, now, c int64) Decision {
+	w := l.Period
+	cw := now / w
+	el := now - cw*w
+	var curr, prev int64
+	switch s.A {
+	case cw:
+		curr, prev = s.B, s.C
+	case cw - 1:
+		prev = s.B
+	}
+	weighted := prev * (w - el)
+	reset := (cw+1)*w - now
+	remaining := func(level int64) int64 {
+		return max(l.Count*w-weighted-level*w, 0) / w
+	}
+	if weighted+(curr+c-1)*w < l.Count*w {
+		if c > 0 {
+			s.A, s.B, s.C = cw, curr+c, prev
+		}
+		return Decision{Allowed: true, Remaining: remaining(curr + c), ResetAfter: reset}
+	}
+	return Decision{Remaining: remaining(curr), RetryAfter: l.slidingRetry(el, curr, prev, c), ResetAfter: reset}
+}
+
+// slidingRetry is the sliding window counter's ms until a refused request of
+// cost c would be accepted, at el ms into the current window.
+func (l *Limit) slidingRetry(el, curr, prev, c int64) int64 {
+	w := l.Period
+	// Later in this window: the first el' with prev·(W−el') < Dm.
+	if dm := (l.Count - curr - c + 1) * w; dm > 0 {
+		if e := (prev*w-dm)/prev + 1; e < w {
+			return e - el
+		}
+	}
+	// In the next window prev' = curr, curr' = 0.
+	d2 := (l.Count - c + 1) * w
+	// d2 ≥ W > 0 because c ≤ Count, so curr = 0 always takes the first case.
+	e := int64(0)
+	if curr*w >= d2 {
+		e = (curr*w-d2)/curr + 1
+	}
+	if e < w {
+		return w - el + e
+	}
+	return 2*w - el
+}
+
+// slidingLog keeps every accepted request's ms for Period ms.
+func (l *Limit) slidingLog(s *State, now, c int64) Decision {
+	w := l.Period
+	// Entries t ≤ now − W have left the window.
+	live := s.Log[countLE(s.Log, now-w):]
+	n := int64(len(live))
+	reset := int64(0)
+	if n > 0 {
+		reset = live[n-1] + w - now
+	}
+	if n+c > l.Count {
+		k := n + c - l.Count
+		return Decision{Remaining: max(l.Count-n, 0), RetryAfter: live[k-1] + w - now, ResetAfter: reset}
+	}
+	if c > 0 {
+		s.Log = insertTimes(live, now, c)
+		reset = s.Log[len(s.Log)-1] + w - now
+	}
+	return Decision{Allowed: true, Remaining: l.Count - n - c, ResetAfter: reset}
+}
+
+// countLE is the number of entries of the ascending log that are ≤ t.
+func countLE(log []int64, t int64) int {
+	i, _ := slices.BinarySearch(log, t+1)
+	return i
+}
+
+// insertTimes returns the ascending log with c entries at now added. It
+// appends in place when now is the newest time (the common case) and copies
+// otherwise, so it never changes an element the caller can see.
+func insertTimes(log []int64, now, c int64) []int64 {
+	i := countLE(log, now)
+	if i == len(log) {
+		for range c {
+			log = append(log, now)
+		}
+		return log
+	}
+	out := make([]int64, 0, int64(len(log))+c)
+	out = append(out, log[:i]...)
+	for range c {
+		out = append(out, now)
+	}
+	return append(out, log[i:]...)
+}
+
+// concurrency counts in-flight leases: Count at most, each expiring Period
+// ms after it was acquired or last refreshed.
+func (l *Limit) concurrency(s *State, now, c int64, id string) Decision {
+	live := 0
+	held := false
+	for _, ls := range s.Leases {
+		if ls.Expiry > now {
+			live++
+			held = held || ls.ID == id && id != ""
+		}
+	}
+	accept := held || int64(live) < l.Count
+	if accept && c > 0 {
+		// Copy on write: the caller's slice stays as it was.
+		next := make([]Lease, 0, live+1)
+		for _, ls := range s.Leases {
+			if ls.Expiry > now && ls.ID != id {
+				next = append(next, ls)
+			}
+		}
+		s.Leases = append(next, Lease{ID: id, Expiry: now + l.Period})
+		if !held {
+			live++
+		}
+	}
+	d := Decision{Allowed: accept, Remaining: max(l.Count-int64(live), 0)}
+	earliest, latest := int64(0), int64(0)
+	for _, ls := range s.Leases {
+		if ls.Expiry > now {
+			if earliest == 0 || ls.Expiry < earliest {
+				earliest = ls.Expiry
+			}
+			latest = max(latest, ls.Expiry)
+		}
+	}
+	if latest > 0 {
+		d.ResetAfter = latest - now
+	}
+	if !accept {
+		d.RetryAfter = max(earliest-now, 1)
+	}
+	return d
+}
+
+// Release ends the lease id of a Concurrency state (expired leases go too).
+// Like Decide it replaces s.Leases rather than changing its elements. It
+// reports whether the lease was held.
+func (s *State) Release(id string, now int64) bool {
+	i := slices.IndexFunc(s.Leases, func(ls Lease) bool { return ls.ID == id })
+	if i < 0 {
+		return false
+	}
+	next := make([]Lease, 0, len(s.Leases)-1)
+	for _, ls := range s.Leases {
+		if ls.ID != id && ls.Expiry > now {
+			next = append(next, ls)
+		}
+	}
+	if len(next) == 0 {
+		next = nil
+	}
+	s.Leases = next
+	return true
+}

@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/netip"
+
+	"rlproxy/internal/algo"
+	"rlproxy/internal/config"
+	"rlproxy/internal/policy"
+	"rlproxy/internal/store"
+	"rlproxy/internal/store/memory"
+)
+
+// quotaEndpoint answers GET quota_endpoint.path with the caller's quota on
+// every policy that applies to it, without charging any of them. It is
+// itself limited per client IP by a local token bucket, so polling it
+// cannot load the store.
+type quotaEndpoint struct {
+	path  string
+	limit algo.Limit
+	local *memory.Store
+}
+
+func newQuotaEndpoint(cfg *config.Config) *quotaEndpoint {
+	return &quotaEndpoint{
+		path:  cfg.QuotaEndpoint.Path,
+		limit: cfg.QuotaEndpoint.Limit,
+		local: memory.New(memory.Options{MaxKeys: 100_000}),
+	}
+}
+
+// quotaPolicy is one policy in the quota endpoint's answer (seconds, requests).
+type quotaPolicy struct {
+	Name      string `json:"name"`
+	Route     string `json:"route"`
+	Limit     int64  `json:"limit"`
+	Remaining int64  `json:"remaining"`
+	Reset     int64  `json:"reset"`
+	Window    int64  `json:"window"`
+}
+
+// quotaAnswer is the endpoint's body: the binding policy's figures at the
+// top (as the brief's example `{"limit":100,"remaining":45,"reset":3540}`),
+// then every policy.
+type quotaAnswer struct {
+	Limit     int64         `json:"limit"`
+	Remaining int64         `json:"remaining"`
+	Reset     int64         `json:"reset"`
+	Policies  []quotaPolicy `json:"policies"`
+}
+
+func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime, ip netip.Addr) {
+	q := rt.quota
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	var d [1]algo.Decision
+	ck := [1]store.Check{{Key: "quota:{" + ip.String() + "}", Limit: q.limit, Cost: 1}}
+	if _, err := q.local.Decide(r.Context(), ck[:], 0, d[:]); err == nil && !d[0].Allowed {
+		res := &policy.Result{RetryAfter: d[0].RetryAfter, Binding: -1}
+		writeProblem(w, r, problemQuotaLimited, nil, res)
+		return
+	}
+	ans := quotaAnswer{Policies: []quotaPolicy{}}
+	seen := map[string]bool{}
+	best := -1
+	res := s.results.Get().(*policy.Result)
+	defer s.results.Put(res)
+	for _, route := range rt.Limiter.Routes() {
+		if !route.Limited() {
+			continue
+		}
+		if err := rt.Limiter.Peek(r.Context(), route, r, ip, res); err != nil {
+			continue
+		}
+		for i := range res.Items {
+			it := &res.Items[i]
+			if seen[it.Policy.Name] || res.KeyFor(i) == "" {
+				continue
+			}
+			seen[it.Policy.Name] = true
+			ans.Policies = append(ans.Policies, quotaPolicy{
+				Name: it.Policy.Name, Route: route.Name, Limit: it.Policy.Quota,
+				Remaining: max(it.Decision.Remaining, 0), Reset: ceilSec(it.Decision.ResetAfter), Window: it.Policy.Window,
+			})
+			n := len(ans.Policies) - 1
+			if best < 0 || ans.Policies[n].Remaining < ans.Policies[best].Remaining ||
+				(ans.Policies[n].Remaining == ans.Policies[best].Remaining && ans.Policies[n].Reset > ans.Policies[best].Reset) {
+				best = n
+			}
+		}
+	}
+	if best >= 0 {
+		b := ans.Policies[best]
+		ans.Limit, ans.Remaining, ans.Reset = b.Limit, b.Remaining, b.Reset
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(&ans)
+}

@@ -1,0 +1,171 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"rlproxy/internal/config"
+	"rlproxy/internal/metrics"
+	"rlproxy/internal/policy"
+	"rlproxy/internal/realip"
+)
+
+// NewRuntime builds the request-path view of cfg around limiter: the real-IP
+// resolver, one reverse proxy per upstream (two, in fact: limited routes
+// strip the upstream's own quota headers) and the quota endpoint.
+func NewRuntime(cfg *config.Config, limiter *policy.Limiter, m *metrics.Metrics, log *slog.Logger) (*Runtime, error) {
+	ri, err := realip.New(cfg.RealIP)
+	if err != nil {
+		return nil, fmt.Errorf("building real_ip: %w", err)
+	}
+	rt := &Runtime{Config: cfg, Limiter: limiter, realIP: ri, upstreams: map[string]*upstream{}}
+	transports := map[string]*http.Transport{}
+	for name, u := range cfg.Upstreams {
+		if u.Builtin != "" {
+			continue
+		}
+		tr, err := newTransport(u)
+		if err != nil {
+			return nil, fmt.Errorf("building upstream %q: %w", name, err)
+		}
+		transports[name] = tr
+		rt.transport = append(rt.transport, tr)
+	}
+	// One reverse proxy per route (sharing its upstream's transport), so
+	// upstream errors are counted per route.
+	for _, route := range limiter.Routes() {
+		u := cfg.Upstreams[route.Upstream]
+		if u.Builtin == "echo" {
+			rt.upstreams[route.Name] = &upstream{plain: echoHandler{}, limited: echoHandler{}}
+			continue
+		}
+		var errs prometheus.Counter
+		if m != nil {
+			errs = m.UpstreamErrors(route.Name)
+		}
+		tr := transports[route.Upstream]
+		rt.upstreams[route.Name] = &upstream{
+			plain:   newReverseProxy(u, tr, ri, errs, log, false),
+			limited: newReverseProxy(u, tr, ri, errs, log, true),
+		}
+	}
+	if cfg.QuotaEndpoint.Path != "" {
+		rt.quota = newQuotaEndpoint(cfg)
+	}
+	return rt, nil
+}
+
+// Close releases the idle upstream connections of a Runtime that is no
+// longer served.
+func (rt *Runtime) Close() {
+	for _, tr := range rt.transport {
+		tr.CloseIdleConnections()
+	}
+}
+
+// upstream is one named upstream's handlers: limited routes use a reverse
+// proxy that strips the upstream's own quota headers (ours are already set).
+type upstream struct{ plain, limited http.Handler }
+
+// newTransport sizes a transport for a busy upstream: many idle keep-alive
+// connections per host (the default 2 would open a connection per request
+// under load), bounded dial and response-header waits.
+func newTransport(u *config.Upstream) (*http.Transport, error) {
+	tr := &http.Transport{
+		Proxy:                 nil, // an environment HTTP proxy is never wanted between us and the upstream
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   1024,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: u.ResponseHeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	if u.URL != nil && u.URL.Scheme == "https" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if u.CAFile != "" {
+			pem, err := os.ReadFile(u.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("reading ca_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("ca_file %s: no PEM certificate found", u.CAFile)
+			}
+			tc.RootCAs = pool
+		}
+		tr.TLSClientConfig = tc
+		tr.ForceAttemptHTTP2 = true
+	}
+	return tr, nil
+}
+
+// bufferPool shares 32 KiB copy buffers between responses (httputil.BufferPool).
+type bufferPool struct{ p sync.Pool }
+
+func newBufferPool() *bufferPool {
+	bp := &bufferPool{}
+	bp.p.New = func() any { b := make([]byte, 32<<10); return &b }
+	return bp
+}
+
+func (bp *bufferPool) Get() []byte  { return *bp.p.Get().(*[]byte) }
+func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
+
+func newReverseProxy(u *config.Upstream, tr *http.Transport, ri *realip.Resolver, errs prometheus.Counter, log *slog.Logger, limited bool) *httputil.ReverseProxy {
+	target := u.URL
+	rp := &httputil.ReverseProxy{
+		Transport:  tr,
+		BufferPool: newBufferPool(),
+		// Streamed responses (SSE) are flushed as they come; -1 flushes
+		// after every write only for those with no Content-Length.
+		FlushInterval: -1,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+			// X-Forwarded-For per CONFIG-SPEC: a trusted peer's chain plus the
+			// peer; an untrusted peer alone (its own header is dropped, so a
+			// client cannot forge its way into the upstream's logs).
+			peer := peerAddr(pr.In.RemoteAddr)
+			pr.Out.Header["X-Forwarded-For"] = []string{ri.ForwardedFor(peer, pr.In.Header)}
+			pr.Out.Header["X-Forwarded-Host"] = []string{pr.In.Host}
+			if pr.In.TLS != nil {
+				pr.Out.Header["X-Forwarded-Proto"] = []string{"https"}
+			} else {
+				pr.Out.Header["X-Forwarded-Proto"] = []string{"http"}
+			}
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				// The client went away: nobody to answer, not the upstream's fault.
+				return
+			}
+			if errs != nil {
+				errs.Inc()
+			}
+			if log != nil {
+				log.Warn("upstream error", "upstream", u.Name, "path", r.URL.Path, "err", err)
+			}
+			writeProblem(w, r, problemBadGateway, nil, nil)
+		},
+	}
+	if limited {
+		rp.ModifyResponse = func(resp *http.Response) error {
+			stripQuotaHeaders(resp.Header)
+			return nil
+		}
+	}
+	return rp
+}

@@ -1,0 +1,36 @@
+package valkey
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"rlproxy/internal/algo"
+	"rlproxy/internal/store"
+	"rlproxy/internal/testutil/redisserver"
+)
+
+// base is the brief's round base time B (Unix ms).
+const base = algo.ReferenceBase
+
+// newStore starts a redis-server and a Store on it with key prefix "rl:".
+func newStore(t testing.TB) (*Store, *redisserver.Server) {
+	t.Helper()
+	srv := redisserver.Start(t)
+	st, err := New(context.Background(), Options{Addrs: []string{srv.Addr}, KeyPrefix: "rl:", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, srv
+}
+
+// decide1 runs one check and fails the test on error.
+func decide1(t testing.TB, st *Store, key string, l algo.Limit, cost int64, lease string, now int64) algo.Decision {
+	t.Helper()
+	out := make([]algo.Decision, 1)
+	if _, err := st.Decide(context.Background(), []store.Check{{Key: key, Limit: l, Cost: cost, Lease: lease}}, now, out); err != nil {
+		t.Fatalf("Decide(%s, now=%d): %v", key, now, err)
+	}
+	return out[0]
+}

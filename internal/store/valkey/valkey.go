@@ -1,0 +1,278 @@
+// Package valkey is the shared rlproxy store: limiter state lives in Valkey
+// (or Redis >= 7.0, same protocol and Lua) and every decision is one Lua
+// script run (EVALSHA, EVAL on NOSCRIPT), atomic across all of its checks.
+//
+// The scripts (lua/*.lua, one per algorithm plus a prelude and a
+// dispatcher) implement docs/DESIGN.md "Decision arithmetic" exactly, like
+// package algo; the differential tests hold them to the same decisions.
+// Every key written carries a PEXPIRE equal to the time until its state is
+// idle, so idle clients leave nothing behind.
+package valkey
+
+import (
+	"context"
+	"crypto/tls"
+	"embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	valkeygo "github.com/valkey-io/valkey-go"
+
+	"rlproxy/internal/algo"
+	"rlproxy/internal/store"
+)
+
+// luaFiles holds the script parts, concatenated by New in the order
+// prelude, one file per algorithm, dispatcher.
+//
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// argsPerCheck and replyPerCheck are the script's ARGV and reply stride
+// (lua/dispatch.lua).
+const (
+	argsPerCheck  = 8
+	replyPerCheck = 5
+)
+
+// ErrConnecting is returned while another call is (re)creating the client
+// after a failed first connection: callers fail fast instead of queueing.
+var ErrConnecting = errors.New("connecting to valkey: another attempt in progress")
+
+// Options configures New.
+type Options struct {
+	// Addrs are "host:port" seeds. One address is a standalone server or a
+	// Cluster seed; several are Cluster seeds (valkey-go detects Cluster
+	// mode), or Sentinels when SentinelMaster is set. At least one.
+	Addrs []string
+	// Username and Password authenticate (AUTH, Redis 6 ACL); empty = none.
+	Username, Password string
+	// TLS enables TLS with this configuration; nil = plain TCP.
+	TLS *tls.Config
+	// Timeout bounds each Decide and Release (unless the caller's context
+	// has an earlier deadline) and each dial; 0 = no store-imposed bound.
+	Timeout time.Duration
+	// KeyPrefix is the prefix the policy layer puts in front of every key
+	// (config key_prefix, e.g. "rl:"). Check keys already carry it; it is
+	// used only by ClientKeys and MemoryUsage to find one client's keys.
+	KeyPrefix string
+	// SentinelMaster is the Sentinel master set name; empty = no Sentinel.
+	SentinelMaster string
+}
+
+// Store is a store.Store on Valkey. It is safe for concurrent use.
+type Store struct {
+	opt    valkeygo.ClientOption
+	prefix string
+	tmo    time.Duration
+	script *valkeygo.Lua
+
+	// conn holds the client once connected; a value in connecting is the
+	// right to create it (a one-slot semaphore that never blocks callers).
+	conn       atomic.Pointer[valkeygo.Client]
+	connecting chan struct{}
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store for opt. It does not fail when the server is down (a
+// fleet starts in any order): it tries to connect once, and if that fails
+// Decide keeps trying and returns errors until the server answers. It
+// fails only on invalid options (no address).
+func New(ctx context.Context, opt Options) (*Store, error) {
+	if len(opt.Addrs) == 0 {
+		return nil, errors.New("creating valkey store: no address")
+	}
+	var src strings.Builder
+	for _, name := range []string{
+		"prelude.lua",
+		"fixed_window.lua",
+		"sliding_log.lua",
+		"sliding_window.lua",
+		"token_bucket.lua",
+		"leaky_bucket.lua",
+		"concurrency.lua",
+		"dispatch.lua",
+	} {
+		b, err := luaFiles.ReadFile("lua/" + name)
+		if err != nil {
+			return nil, fmt.Errorf("loading script %s: %w", name, err)
+		}
+		src.Write(b)
+		src.WriteByte('\n')
+	}
+	s := &Store{
+		opt: valkeygo.ClientOption{
+			InitAddress: opt.Addrs,
+			Username:    opt.Username,
+			Password:    opt.Password,
+			TLSConfig:   opt.TLS,
+			Sentinel:    valkeygo.SentinelOption{MasterSet: opt.SentinelMaster},
+			// A decision script may have run when the connection broke:
+			// never resend it (valkey.Lua still retries EVALSHA's NOSCRIPT
+			// with EVAL, which is safe since NOSCRIPT means nothing ran).
+			DisableRetry: true,
+			// Client-side caching serves no command here.
+			DisableCache: true,
+		},
+		prefix:     opt.KeyPrefix,
+		tmo:        opt.Timeout,
+		script:     valkeygo.NewLuaScript(src.String()),
+		connecting: make(chan struct{}, 1),
+	}
+	if opt.Timeout > 0 {
+		s.opt.Dialer.Timeout = opt.Timeout
+	}
+	// A failure here is not fatal: Decide connects on demand.
+	_, _ = s.Client(ctx)
+	return s, nil
+}
+
+// Client returns the valkey-go client, connecting first if needed, for raw
+// commands in tests and the compare subcommand (MEMORY USAGE, SCRIPT
+// FLUSH, INFO). Errors: the connection error, or ErrConnecting while
+// another goroutine is connecting. The Store owns the client: do not Close it.
+func (s *Store) Client(ctx context.Context) (valkeygo.Client, error) {
+	if c := s.conn.Load(); c != nil {
+		return *c, nil
+	}
+	select {
+	case s.connecting <- struct{}{}:
+	default:
+		return nil, ErrConnecting
+	}
+	defer func() { <-s.connecting }()
+	if c := s.conn.Load(); c != nil { // connected while we waited
+		return *c, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("connecting to valkey: %w", err)
+	}
+	// Once created, valkey-go's client reconnects by itself after outages.
+	c, err := valkeygo.NewClient(s.opt)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to valkey %s: %w", strings.Join(s.opt.InitAddress, ","), err)
+	}
+	s.conn.Store(&c)
+	return c, nil
+}
+
+// withTimeout applies Options.Timeout unless ctx has an earlier deadline.
+func (s *Store) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.tmo <= 0 {
+		return ctx, func() {}
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.tmo {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.tmo)
+}
+
+// Decide implements store.Store: one script run decides all checks
+// atomically at now (Unix ms; 0 = the server's TIME). Errors: connecting,
+// timeout, a script error (e.g. a key holding foreign data), or a
+// malformed reply; out is then undefined.
+func (s *Store) Decide(ctx context.Context, checks []store.Check, now int64, out []algo.Decision) (int64, error) {
+	if len(out) != len(checks) {
+		return 0, fmt.Errorf("deciding: %d checks but %d decisions", len(checks), len(out))
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	c, err := s.Client(ctx)
+	if err != nil {
+		return 0, err
+	}
+	keys := make([]string, len(checks))
+	args := make([]string, 1, 1+argsPerCheck*len(checks))
+	args[0] = strconv.FormatInt(now, 10)
+	for i, ch := range checks {
+		keys[i] = ch.Key
+		l := ch.Limit
+		noDelay := "0"
+		if l.NoDelay {
+			noDelay = "1"
+		}
+		args = append(args,
+			strconv.Itoa(int(l.Kind)),
+			strconv.FormatInt(l.Count, 10),
+			strconv.FormatInt(l.Period, 10),
+			strconv.FormatInt(l.Burst, 10),
+			strconv.FormatInt(l.Delay, 10),
+			noDelay,
+			strconv.FormatInt(ch.Cost, 10),
+			ch.Lease,
+		)
+	}
+	reply, err := s.script.Exec(ctx, c, keys, args).ToArray()
+	if err != nil {
+		return 0, fmt.Errorf("running decision script: %w", err)
+	}
+	if len(reply) != 1+replyPerCheck*len(checks) {
+		return 0, fmt.Errorf("reading decision reply: %d values for %d checks", len(reply), len(checks))
+	}
+	used, err := reply[0].AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("reading decision reply: now: %w", err)
+	}
+	for i := range out {
+		var v [replyPerCheck]int64
+		for j := range v {
+			if v[j], err = reply[1+i*replyPerCheck+j].AsInt64(); err != nil {
+				return 0, fmt.Errorf("reading decision reply: check %d: %w", i, err)
+			}
+		}
+		out[i] = algo.Decision{
+			Allowed:    v[0] == 1,
+			Remaining:  v[1],
+			RetryAfter: v[2],
+			Wait:       v[3],
+			ResetAfter: v[4],
+		}
+	}
+	return used, nil
+}
+
+// Release implements store.Store: it removes the Concurrency leases among
+// checks (ZREM, pipelined). Errors: connecting, timeout, the first failed ZREM.
+func (s *Store) Release(ctx context.Context, checks []store.Check) error {
+	n := 0
+	for _, ch := range checks {
+		if ch.Limit.Kind == algo.Concurrency {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	c, err := s.Client(ctx)
+	if err != nil {
+		return err
+	}
+	cmds := make(valkeygo.Commands, 0, n)
+	for _, ch := range checks {
+		if ch.Limit.Kind == algo.Concurrency {
+			cmds = append(cmds, c.B().Zrem().Key(ch.Key).Member(ch.Lease).Build())
+		}
+	}
+	for _, r := range c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("releasing lease: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close closes the client (if connected). It always returns nil. The
+// Store must not be used after Close (a later call would reconnect).
+func (s *Store) Close() error {
+	if c := s.conn.Swap(nil); c != nil {
+		(*c).Close()
+	}
+	return nil
+}

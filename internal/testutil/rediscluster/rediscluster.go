@@ -1,0 +1,170 @@
+// Package rediscluster starts a real Redis Cluster (cluster-enabled
+// redis-server processes on loopback, slots assigned by `redis-cli --cluster
+// create`) for tests of rlproxy's Valkey Cluster support: hash-tagged keys of
+// one client in one slot, CROSSSLOT errors, MOVED redirections.
+//
+// redis-server and redis-cli are taken from PATH. When either is missing the
+// test is skipped, unless the environment sets RLPROXY_REQUIRE_REDIS=1 (CI),
+// where it fails.
+package rediscluster
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"rlproxy/internal/testutil/redisserver"
+)
+
+// formTimeout bounds how long the cluster may take to report
+// cluster_state:ok on every node after slots are assigned.
+const formTimeout = 20 * time.Second
+
+// Bus ports (the cluster's node-to-node port) are picked below Linux's
+// ephemeral range (32768-60999), where the kernel never hands out the
+// client ports that redisserver picks, so the two cannot collide.
+const (
+	busPortMin = 20000
+	busPortMax = 32000
+)
+
+// Cluster is a running Redis Cluster of masters without replicas. Its
+// methods are safe for use by concurrent goroutines.
+type Cluster struct {
+	// Addrs are the nodes' "127.0.0.1:port" addresses, seeds for a client.
+	Addrs []string
+	// Nodes are the processes, in Addrs order (Nodes[i].Stop for an outage of
+	// one shard).
+	Nodes []*redisserver.Server
+
+	mu     sync.Mutex
+	client valkey.Client // lazily created by Client
+}
+
+// Start runs masters cluster-enabled redis-server nodes (at least 3, the
+// minimum `redis-cli --cluster create` accepts), assigns the 16384 slots
+// evenly among them, waits until every node reports cluster_state:ok and
+// knows all the others, and registers cleanup (nodes killed, client closed).
+func Start(t testing.TB, masters int) *Cluster {
+	t.Helper()
+	if masters < 3 {
+		t.Fatalf("rediscluster: %d masters; redis-cli --cluster create needs at least 3", masters)
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		if os.Getenv("RLPROXY_REQUIRE_REDIS") == "1" {
+			t.Fatalf("redis-cli not found in PATH and RLPROXY_REQUIRE_REDIS=1: %v", err)
+		}
+		t.Skipf("skipping: redis-cli not found in PATH (install redis-tools, or set RLPROXY_REQUIRE_REDIS=1 to fail instead): %v", err)
+	}
+	c := &Cluster{}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		if c.client != nil {
+			c.client.Close()
+			c.client = nil
+		}
+		c.mu.Unlock()
+	})
+	dir := t.TempDir()
+	for range masters {
+		bus := freeBusPort(t)
+		s := redisserver.Start(t,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", bus)),
+			"--cluster-port", strconv.Itoa(bus),
+			"--cluster-node-timeout", "5000",
+		)
+		c.Nodes = append(c.Nodes, s)
+		c.Addrs = append(c.Addrs, s.Addr)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), formTimeout)
+	defer cancel()
+	args := append([]string{"--cluster", "create"}, c.Addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("creating the cluster (redis-cli %s): %v\n%s", strings.Join(args, " "), err, out)
+	}
+	c.waitFormed(t, ctx, masters)
+	return c
+}
+
+// freeBusPort returns a port in [busPortMin, busPortMax) that is free now.
+func freeBusPort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		p := busPortMin + rand.IntN(busPortMax-busPortMin)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err == nil {
+			l.Close()
+			return p
+		}
+	}
+	t.Fatalf("finding a free cluster bus port in [%d, %d)", busPortMin, busPortMax)
+	return 0
+}
+
+// waitFormed polls CLUSTER INFO on every node until each reports
+// cluster_state:ok, all slots ok and all nodes known.
+func (c *Cluster) waitFormed(t testing.TB, ctx context.Context, masters int) {
+	t.Helper()
+	want := []string{"cluster_state:ok", "cluster_slots_ok:16384", "cluster_known_nodes:" + strconv.Itoa(masters)}
+	for _, s := range c.Nodes {
+		for {
+			info, err := s.Do(t, "CLUSTER", "INFO").ToString()
+			if err == nil && hasAll(info, want) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("cluster node %s not formed within %v (want %v): %v\n%s", s.Addr, formTimeout, want, err, info)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func hasAll(info string, lines []string) bool {
+	for _, l := range lines {
+		if !strings.Contains(info, l+"\r\n") {
+			return false
+		}
+	}
+	return true
+}
+
+// Client returns a valkey-go cluster client seeded with Addrs (it follows
+// MOVED redirections), shared by all callers and closed at cleanup.
+func (c *Cluster) Client(t testing.TB) valkey.Client {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client == nil {
+		cl, err := valkey.NewClient(valkey.ClientOption{InitAddress: c.Addrs, DisableCache: true})
+		if err != nil {
+			t.Fatalf("connecting to the cluster %v: %v", c.Addrs, err)
+		}
+		c.client = cl
+	}
+	return c.client
+}
+
+// Stop kills every node (see redisserver.Server.Stop). Stopping a stopped
+// cluster does nothing; cleanup also stops it.
+func (c *Cluster) Stop() {
+	for _, s := range c.Nodes {
+		s.Stop()
+	}
+}

@@ -1,0 +1,232 @@
+// Package redisserver starts a real redis-server on a free loopback port for
+// tests: the distributed behaviour of rlproxy (atomic Lua decisions, shared
+// counters, outages) is only claimed against a real server, never a fake.
+//
+// redis-server is taken from PATH. When it is missing the test is skipped,
+// unless the environment sets RLPROXY_REQUIRE_REDIS=1 (CI), where it fails.
+package redisserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// startTimeout bounds how long a (re)started server may take to answer PING.
+const startTimeout = 10 * time.Second
+
+// Server is one redis-server process owned by a test. Its methods are safe
+// for use by concurrent goroutines.
+type Server struct {
+	// Addr is "127.0.0.1:port"; it stays the same across Restart.
+	Addr string
+
+	t    testing.TB
+	bin  string
+	args []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd     // nil while stopped
+	exited chan struct{} // closed when cmd's Wait returns
+	client valkey.Client // lazily created by Client
+}
+
+// Start runs redis-server on a free loopback port without persistence
+// (--save "" --appendonly no), with extraArgs appended (e.g. "--maxmemory",
+// "1mb"), waits until it answers PING and registers cleanup (kill and wait).
+func Start(t testing.TB, extraArgs ...string) *Server {
+	t.Helper()
+	return start(t, nil, extraArgs)
+}
+
+// StartSentinel runs a Redis Sentinel (redis-server --sentinel) on a free
+// loopback port that monitors master under the name masterName with quorum
+// 1, so SENTINEL GET-MASTER-ADDR-BY-NAME answers at once.
+func StartSentinel(t testing.TB, masterName string, master *Server) *Server {
+	t.Helper()
+	host, port, err := net.SplitHostPort(master.Addr)
+	if err != nil {
+		t.Fatalf("starting sentinel: master address: %v", err)
+	}
+	// Sentinel rewrites its config file, so it must be a writable file.
+	conf := filepath.Join(t.TempDir(), "sentinel.conf")
+	line := fmt.Sprintf("sentinel monitor %s %s %s 1\n", masterName, host, port)
+	if err := os.WriteFile(conf, []byte(line), 0o600); err != nil {
+		t.Fatalf("starting sentinel: %v", err)
+	}
+	return start(t, []string{conf, "--sentinel"}, nil)
+}
+
+// start runs the server binary with leading (a config file must come
+// first), the common options and extra.
+func start(t testing.TB, leading, extra []string) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("RLPROXY_REQUIRE_REDIS") == "1" {
+			t.Fatalf("redis-server not found in PATH and RLPROXY_REQUIRE_REDIS=1: %v", err)
+		}
+		t.Skipf("skipping: redis-server not found in PATH (install redis-server, or set RLPROXY_REQUIRE_REDIS=1 to fail instead): %v", err)
+	}
+	port := freePort(t)
+	s := &Server{
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		t:    t,
+		bin:  bin,
+	}
+	s.args = append(leading,
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", t.TempDir(),
+		"--loglevel", "warning",
+	)
+	s.args = append(s.args, extra...)
+	t.Cleanup(func() {
+		s.mu.Lock()
+		if s.client != nil {
+			s.client.Close()
+			s.client = nil
+		}
+		s.mu.Unlock()
+		s.Stop()
+	})
+	s.launch()
+	return s
+}
+
+// freePort asks the kernel for an unused loopback port. Another process may
+// take it before redis-server binds it; launch then fails loudly.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// launch starts the process and waits for PING. The caller must not hold mu.
+func (s *Server) launch() {
+	s.t.Helper()
+	cmd := exec.Command(s.bin, s.args...)
+	// The log is shown only when the server fails to start; read it only
+	// after exited is closed (Wait has finished copying it).
+	var log bytes.Buffer
+	cmd.Stdout = &log
+	cmd.Stderr = &log
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("starting redis-server: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait() // the exit status of a killed server is expected
+		close(exited)
+	}()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+
+	deadline := time.Now().Add(startTimeout)
+	for {
+		select {
+		case <-exited:
+			s.t.Fatalf("redis-server on %s exited during start:\n%s", s.Addr, log.String())
+		default:
+		}
+		if ping(s.Addr) == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redis-server on %s did not answer PING within %v", s.Addr, startTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ping sends a raw RESP PING and expects +PONG, without any client library
+// state that could outlive the check.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	buf := make([]byte, 7)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		return err
+	}
+	if string(buf) != "+PONG\r\n" {
+		return &net.OpError{Op: "ping", Net: "tcp", Err: os.ErrInvalid}
+	}
+	return nil
+}
+
+// Stop kills the server (SIGKILL: an outage, not a shutdown) and waits for
+// it to exit. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill()
+	<-exited
+}
+
+// Restart stops the server if it runs and starts it again on the same port
+// with an empty dataset (nothing is persisted), for outage tests.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	s.launch()
+}
+
+// Client returns a valkey-go client connected to the server, shared by all
+// callers and closed at cleanup. It reconnects by itself after Restart.
+func (s *Server) Client(t testing.TB) valkey.Client {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client == nil {
+		c, err := valkey.NewClient(valkey.ClientOption{
+			InitAddress:       []string{s.Addr},
+			ForceSingleClient: true,
+			DisableCache:      true,
+		})
+		if err != nil {
+			t.Fatalf("connecting to redis-server %s: %v", s.Addr, err)
+		}
+		s.client = c
+	}
+	return s.client
+}
+
+// Do runs one raw command, e.g. s.Do(t, "PTTL", key), and returns its
+// result; the caller checks the error (a Redis error reply is a result too).
+func (s *Server) Do(t testing.TB, args ...string) valkey.ValkeyResult {
+	t.Helper()
+	c := s.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	return c.Do(ctx, c.B().Arbitrary(args...).Build())
+}

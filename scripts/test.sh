@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The README's test command: installs what the tests need (Debian packages),
+# then checks formatting, vets, runs every test with the race detector, runs
+# the fuzzers for a bounded time and the benchmarks once (so they cannot rot).
+#
+#   ./scripts/test.sh            everything
+#   FUZZTIME=30s ./scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-cli >/dev/null || need+=(redis-tools)
+command -v nginx >/dev/null || need+=(nginx-light)
+command -v promtool >/dev/null || need+=(prometheus)
+if ((${#need[@]})); then
+  if [ "$(id -u)" = 0 ]; then
+    echo "== installing ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  else
+    echo "missing ${need[*]}: install them (apt-get install ${need[*]}) or run as root" >&2
+    exit 1
+  fi
+fi
+# Tests that need these tools fail instead of skipping when this is set.
+export RLPROXY_REQUIRE_REDIS=1 RLPROXY_REQUIRE_TOOLS=1 RLPROXY_REQUIRE_NGINX=1
+
+echo "== gofmt"
+bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
+echo "== go vet"
+go vet ./...
+echo "== go test -race"
+# -p 1: packages run one at a time; several start real servers and some
+# measure real time (kept >= 100 ms from decision boundaries).
+go test -race -p 1 -count=1 -timeout 15m ./...
+echo "== fuzz (${FUZZTIME:=20s} each)"
+go test -run '^$' -fuzz '^FuzzClientIP$' -fuzztime "$FUZZTIME" ./internal/realip
+go test -run '^$' -fuzz '^FuzzKey$' -fuzztime "$FUZZTIME" ./internal/clientkey
+echo "== benchmarks (100 iterations each: they must run, figures are not judged here)"
+go test -run '^$' -bench . -benchtime 100x ./... >/dev/null
+echo "== all tests passed"
