@@ -3,14 +3,12 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"os"
 	"sync"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/realip"
+	"rlproxy/internal/tlsutil"
 )
 
 // NewRuntime builds the request-path view of cfg around limiter: the real-IP
@@ -94,19 +93,11 @@ func newTransport(u *config.Upstream) (*http.Transport, error) {
 		ExpectContinueTimeout: time.Second,
 	}
 	if u.URL != nil && u.URL.Scheme == "https" {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
-		if u.CAFile != "" {
-			pem, err := os.ReadFile(u.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("reading ca_file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("ca_file %s: no PEM certificate found", u.CAFile)
-			}
-			tc.RootCAs = pool
+		pool, err := tlsutil.CertPool(u.CAFile)
+		if err != nil {
+			return nil, err
 		}
-		tr.TLSClientConfig = tc
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 		tr.ForceAttemptHTTP2 = true
 	}
 	return tr, nil

@@ -28,6 +28,9 @@ type OverLimitOptions struct {
 	// (when the caller passes now = 0); nil means wall time read once and
 	// advanced by the monotonic clock, like the memory store.
 	Now func() int64
+	// OnLocalRefusal, when non-nil, is called for each decision refused
+	// locally (the rlproxy_local_refusals_total metric).
+	OnLocalRefusal func()
 }
 
 // OverLimitCache answers repeat refusals locally, like envoyproxy/ratelimit's
@@ -78,7 +81,8 @@ type OverLimitCache struct {
 	// size is the number of entries in all shards; 0 skips the lookups.
 	size atomic.Int64
 	// local counts decisions answered locally.
-	local atomic.Uint64
+	local   atomic.Uint64
+	onLocal func()
 }
 
 // olShard is one independently locked part of the cache; entries form a list
@@ -120,7 +124,7 @@ func NewOverLimitCache(next store.Store, opts OverLimitOptions) *OverLimitCache 
 		now = func() int64 { return start.UnixMilli() + time.Since(start).Milliseconds() }
 	}
 	n := min(maxShards, maxEntries)
-	c := &OverLimitCache{next: next, now: now, seed: maphash.MakeSeed(), shards: make([]olShard, n)}
+	c := &OverLimitCache{next: next, now: now, seed: maphash.MakeSeed(), shards: make([]olShard, n), onLocal: opts.OnLocalRefusal}
 	for i := range c.shards {
 		// Spread the remainder so the shard bounds add up to maxEntries.
 		c.shards[i] = olShard{m: make(map[string]*olEntry), max: maxEntries / n}
@@ -163,6 +167,9 @@ func (c *OverLimitCache) Decide(ctx context.Context, checks []store.Check, now i
 	}
 	if c.size.Load() > 0 && c.answer(checks, t, out) {
 		c.local.Add(1)
+		if c.onLocal != nil {
+			c.onLocal()
+		}
 		return t, nil
 	}
 	used, err := c.next.Decide(ctx, checks, now, out)

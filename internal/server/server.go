@@ -1,0 +1,381 @@
+// Package server assembles one rlproxy process from a configuration file:
+// the store (memory, or Valkey behind the over-limit cache and the circuit
+// breaker), the compiled policies, the public and admin listeners, hot
+// reload, and graceful shutdown. cmd/rlproxy and the end-to-end tests both
+// run it, so the tests exercise the production wiring.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"rlproxy/internal/admin"
+	"rlproxy/internal/config"
+	"rlproxy/internal/logging"
+	"rlproxy/internal/metrics"
+	"rlproxy/internal/policy"
+	"rlproxy/internal/proxy"
+	"rlproxy/internal/reload"
+	"rlproxy/internal/store"
+	"rlproxy/internal/store/guard"
+	"rlproxy/internal/store/memory"
+	"rlproxy/internal/store/valkey"
+	"rlproxy/internal/tlsutil"
+)
+
+// Options tune an App beyond its configuration file.
+type Options struct {
+	// Version is reported by rlproxy_build_info and the start-up log.
+	Version string
+	// Log receives the process log (stderr in production); nil discards it.
+	Log io.Writer
+	// Debounce is the reload watcher's quiet time (0 = reload.DefaultDebounce).
+	Debounce time.Duration
+}
+
+// App is one serving rlproxy process. Build it with New, then Start (or
+// Run); it is safe for concurrent use.
+type App struct {
+	path    string
+	opts    Options
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	metrics *metrics.Metrics
+	srv     *proxy.Server
+	floor   *memory.Store // fallback floors while failing open
+	lease   string
+
+	mu       sync.Mutex // serialises reloads; guards the fields below
+	cfg      *config.Config
+	st       store.Store
+	cache    *guard.OverLimitCache // nil on the memory store
+	storeCfg config.Store
+
+	cert    atomic.Pointer[tls.Certificate]
+	hs      *http.Server
+	ln      net.Listener
+	adm     *admin.Server
+	watcher *reload.Watcher
+	stop    context.CancelFunc
+	served  chan error
+}
+
+// New loads the configuration at path and builds everything but the
+// listeners. Errors: the file's problems (*config.Errors, one FILE:LINE:
+// field: message per line) or a store that cannot be built.
+func New(path string, opts Options) (*App, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	w := opts.Log
+	if w == nil {
+		w = io.Discard
+	}
+	a := &App{
+		path:  path,
+		opts:  opts,
+		log:   logging.New(cfg.Log, w),
+		reg:   prometheus.NewRegistry(),
+		floor: memory.New(memory.Options{MaxKeys: 100_000}),
+		lease: leasePrefix(),
+	}
+	a.metrics = metrics.New(a.reg, opts.Version)
+	rt, err := a.build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.srv = proxy.New(rt, a.metrics, a.log)
+	a.metrics.ConfigLoaded(time.Now())
+	return a, nil
+}
+
+// leasePrefix makes this process's concurrency lease ids unique in a fleet.
+func leasePrefix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:]) + ":"
+}
+
+// Handler is the public request handler (for tests that serve it themselves).
+func (a *App) Handler() *proxy.Server { return a.srv }
+
+// Registry is the Prometheus registry /metrics serves.
+func (a *App) Registry() *prometheus.Registry { return a.reg }
+
+// Config returns the configuration currently served.
+func (a *App) Config() *config.Config {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg
+}
+
+// Addr is the public listener's address once Start has returned.
+func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// AdminAddr is the admin listener's address, or "" when disabled.
+func (a *App) AdminAddr() string {
+	if a.adm == nil {
+		return ""
+	}
+	return a.adm.Addr()
+}
+
+// Start opens the listeners (public, over TLS when configured; admin) and
+// the reload watcher (file changes and SIGHUP), and serves in the
+// background.
+func (a *App) Start() error {
+	cfg := a.Config()
+	a.hs = &http.Server{
+		Handler:           a.srv,
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	if cfg.TLS != nil {
+		if err := a.loadCert(cfg.TLS); err != nil {
+			ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, &tls.Config{
+			MinVersion:     tls.VersionTLS12,
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return a.cert.Load(), nil },
+			NextProtos:     []string{"h2", "http/1.1"},
+		})
+	}
+	a.ln = ln
+	if cfg.AdminListen != "" {
+		a.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil }, admin.WithLogger(a.log))
+		if err := a.adm.Start(); err != nil {
+			ln.Close()
+			return fmt.Errorf("starting admin listener: %w", err)
+		}
+	}
+	w, err := reload.New(reload.Options{Path: a.path, Extra: a.extraFiles, Debounce: a.opts.Debounce, Reload: a.Reload, Logger: a.log})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	a.watcher = w
+	ctx, stop := context.WithCancel(context.Background())
+	a.stop = stop
+	go w.Run(ctx)
+	a.served = make(chan error, 1)
+	go func() { a.served <- a.hs.Serve(ln) }()
+	a.log.Info("rlproxy serving", "listen", a.Addr(), "admin", a.AdminAddr(), "store", cfg.Store.Type,
+		"routes", len(cfg.Routes), "policies", len(cfg.Policies), "version", a.opts.Version)
+	return nil
+}
+
+// Run starts the App and serves until ctx is done (SIGTERM in
+// production), then shuts down gracefully.
+func (a *App) Run(ctx context.Context) error {
+	if err := a.Start(); err != nil {
+		return err
+	}
+	select {
+	case err := <-a.served:
+		return err
+	case <-ctx.Done():
+	}
+	timeout := a.Config().Server.ShutdownTimeout
+	a.log.Info("shutting down", "timeout", timeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return a.Shutdown(sctx)
+}
+
+// Shutdown stops accepting connections and lets in-flight requests —
+// including those waiting their turn in a leaky bucket — finish before ctx
+// is done; then it closes the store.
+func (a *App) Shutdown(ctx context.Context) error {
+	if a.stop != nil {
+		a.stop()
+		_ = a.watcher.Close()
+	}
+	var err error
+	if a.hs != nil {
+		err = a.hs.Shutdown(ctx)
+	}
+	if a.adm != nil {
+		_ = a.adm.Shutdown(ctx)
+	}
+	a.mu.Lock()
+	_ = a.st.Close()
+	a.mu.Unlock()
+	_ = a.floor.Close()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	return nil
+}
+
+// build makes the runtime for cfg, reusing the current store when cfg's
+// store section is unchanged (state survives reloads, CONFIG-SPEC).
+func (a *App) build(cfg *config.Config) (*proxy.Runtime, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st, cache := a.st, a.cache
+	fresh := st == nil || !reflect.DeepEqual(cfg.Store, a.storeCfg)
+	if fresh {
+		var err error
+		if st, cache, err = a.newStore(cfg); err != nil {
+			return nil, err
+		}
+	}
+	rt, err := a.runtime(cfg, st)
+	if err != nil {
+		if fresh {
+			_ = st.Close()
+		}
+		return nil, err
+	}
+	if fresh && a.st != nil {
+		old := a.st
+		time.AfterFunc(cfg.Server.ShutdownTimeout, func() { _ = old.Close() })
+	}
+	if cache != nil {
+		cache.Flush() // limits may have changed: a cached refusal may no longer hold
+	}
+	a.cfg, a.st, a.cache, a.storeCfg = cfg, st, cache, cfg.Store
+	return rt, nil
+}
+
+func (a *App) runtime(cfg *config.Config, st store.Store) (*proxy.Runtime, error) {
+	lim, err := policy.New(cfg, policy.Options{Store: st, Floor: a.floor, Metrics: a.metrics, LeasePrefix: a.lease})
+	if err != nil {
+		return nil, err
+	}
+	return proxy.NewRuntime(cfg, lim, a.metrics, a.log)
+}
+
+// newStore builds the store cfg names. Valkey is wrapped in the local
+// over-limit cache and the circuit breaker; construction never needs the
+// server to be up (a fleet starts in any order).
+func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, error) {
+	if cfg.Store.Type != "valkey" {
+		ms := memory.New(memory.Options{MaxKeys: cfg.Store.MaxKeys})
+		a.metrics.SetMemoryStore(ms)
+		a.metrics.SetStoreUp(true)
+		return ms, nil, nil
+	}
+	a.metrics.SetMemoryStore(nil)
+	v := cfg.Store.Valkey
+	var tc *tls.Config
+	if v.TLS {
+		pool, err := tlsutil.CertPool(v.CAFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("building valkey TLS: %w", err)
+		}
+		tc = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	}
+	vs, err := valkey.New(context.Background(), valkey.Options{
+		Addrs: v.Addrs, Username: v.Username, Password: v.Password, TLS: tc,
+		Timeout: v.Timeout, KeyPrefix: v.KeyPrefix, SentinelMaster: v.SentinelMaster,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("building valkey store: %w", err)
+	}
+	a.metrics.SetStoreUp(true)
+	br := guard.NewBreaker(vs, guard.BreakerOptions{
+		Failures: cfg.Store.Breaker.Failures,
+		Cooldown: cfg.Store.Breaker.Cooldown,
+		OnStateChange: func(open bool) {
+			a.metrics.SetBreakerOpen(open)
+			a.metrics.SetStoreUp(!open)
+			if open {
+				a.log.Warn("store unreachable: circuit breaker open, applying each policy's fail mode")
+			} else {
+				a.log.Info("store reachable again: circuit breaker closed")
+			}
+		},
+	})
+	cache := guard.NewOverLimitCache(br, guard.OverLimitOptions{MaxEntries: 100_000, OnLocalRefusal: a.metrics.LocalRefusal})
+	return cache, cache, nil
+}
+
+// Reload loads the configuration file again and swaps it in — or keeps
+// serving the running one and logs why (file, line, field), counting the
+// outcome in rlproxy_config_reloads_total. Content identical to the
+// running configuration is not a reload. The watcher calls it on file
+// changes and SIGHUP.
+func (a *App) Reload(reason string) {
+	now := time.Now()
+	cfg, err := config.Load(a.path)
+	if err != nil {
+		a.refuse(reason, now, err)
+		return
+	}
+	old := a.Config()
+	if old.Digest == cfg.Digest {
+		a.log.Debug("config unchanged; not reloading", "reason", reason)
+		return
+	}
+	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen {
+		a.log.Warn("listen and admin_listen changes take effect on restart only")
+	}
+	if cfg.TLS != nil {
+		if err := a.loadCert(cfg.TLS); err != nil {
+			a.refuse(reason, now, err)
+			return
+		}
+	}
+	rt, err := a.build(cfg)
+	if err != nil {
+		a.refuse(reason, now, err)
+		return
+	}
+	prev := a.srv.Swap(rt)
+	a.metrics.ConfigReload(true, now)
+	a.log.Info("config reloaded", "reason", reason, "routes", len(cfg.Routes), "policies", len(cfg.Policies))
+	time.AfterFunc(cfg.Server.ShutdownTimeout, prev.Close)
+}
+
+func (a *App) refuse(reason string, now time.Time, err error) {
+	a.metrics.ConfigReload(false, now)
+	a.log.Error("config reload refused; keeping the running configuration", "reason", reason, "err", err.Error())
+}
+
+// extraFiles are the files besides the config whose change is a reload:
+// plans keys files and the TLS certificate and key.
+func (a *App) extraFiles() []string {
+	cfg := a.Config()
+	var files []string
+	for _, p := range cfg.Plans {
+		if p.KeysFile != "" {
+			files = append(files, p.KeysFile)
+		}
+	}
+	if cfg.TLS != nil {
+		files = append(files, cfg.TLS.CertFile, cfg.TLS.KeyFile)
+	}
+	return files
+}
+
+func (a *App) loadCert(t *config.TLS) error {
+	c, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return fmt.Errorf("loading TLS certificate: %w", err)
+	}
+	a.cert.Store(&c)
+	return nil
+}
