@@ -1,0 +1,77 @@
+// Package e2e holds end-to-end tests: a real rlproxy (the production
+// wiring of package server) over loopback HTTP, in front of a real
+// upstream, on the memory store and on a real redis-server.
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"rlproxy/internal/testutil/redisserver"
+	"rlproxy/internal/testutil/rlproxytest"
+)
+
+// storeYAML returns the store section for name ("memory" or "valkey"),
+// starting a redis-server for valkey.
+func storeYAML(t *testing.T, name string) string {
+	t.Helper()
+	if name == "memory" {
+		return "store: { type: memory }\n"
+	}
+	srv := redisserver.Start(t)
+	return fmt.Sprintf("store: { type: valkey, valkey: { addrs: [%q], timeout: 1s } }\n", srv.Addr)
+}
+
+// TestReferenceAPI is the brief's small API: a token bucket of 5, one token
+// per 2 s, per client IP. Seven quick requests give 200×5 then 429×2 with
+// Retry-After: 2 and the draft headers; 4 s later a request passes again.
+func TestReferenceAPI(t *testing.T) {
+	for _, st := range []string{"memory", "valkey"} {
+		t.Run(st, func(t *testing.T) {
+			t.Parallel()
+			up := rlproxytest.NewUpstream(t)
+			in := rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(`
+upstreams: { app: { url: %q } }
+policies:
+  api: { algorithm: token_bucket, rate: 30r/m, burst: 5, key: ip }
+routes:
+  - { name: api, match: { path_prefix: /api/ }, upstream: app, policies: [api] }
+`, up.URL))
+			var codes []int
+			var last *http.Response
+			for range 7 {
+				resp, _ := rlproxytest.Get(t, nil, in.URL+"/api/items")
+				codes = append(codes, resp.StatusCode)
+				last = resp
+			}
+			if fmt.Sprint(codes) != "[200 200 200 200 200 429 429]" {
+				t.Fatalf("statuses %v, want [200 200 200 200 200 429 429]", codes)
+			}
+			for h, want := range map[string]string{
+				"Retry-After":      "2",
+				"RateLimit-Policy": `"api";q=5;w=10`,
+				"RateLimit":        `"api";r=0;t=10`,
+				"Cache-Control":    "no-store",
+				"Content-Type":     "application/problem+json",
+			} {
+				if got := last.Header.Get(h); got != want {
+					t.Errorf("429 %s = %q, want %q", h, got, want)
+				}
+			}
+			if up.Count() != 5 {
+				t.Errorf("upstream saw %d requests, want 5 (refusals never reach it)", up.Count())
+			}
+			time.Sleep(4 * time.Second) // two tokens back (1 s from either boundary)
+			resp, _ := rlproxytest.Get(t, nil, in.URL+"/api/items")
+			if resp.StatusCode != 200 {
+				t.Fatalf("after 4 s: status %d, want 200", resp.StatusCode)
+			}
+			// ~2 tokens back, one spent: one left, full again in ~8 s.
+			if got := resp.Header.Get("RateLimit"); got != `"api";r=1;t=8` {
+				t.Errorf("RateLimit after 4 s = %q, want %q", got, `"api";r=1;t=8`)
+			}
+		})
+	}
+}

@@ -1,0 +1,168 @@
+// Package rlproxytest runs a real rlproxy (package server: the production
+// wiring) inside a test, from YAML text, on free loopback ports, plus a
+// recording upstream to put behind it.
+package rlproxytest
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"rlproxy/internal/server"
+)
+
+// Instance is one running rlproxy.
+type Instance struct {
+	App *server.App
+	// URL is the public base URL, e.g. "http://127.0.0.1:41234".
+	URL string
+	// AdminURL is the admin base URL ("" when admin_listen is "").
+	AdminURL string
+	// ConfigPath is the file the instance loaded (rewrite it to reload).
+	ConfigPath string
+}
+
+// Start writes yaml to a temporary config file and runs rlproxy on it. The
+// placeholders "{{listen}}" and "{{admin}}" may appear in yaml; when yaml
+// has no `listen:` line, "listen: 127.0.0.1:0" (a free port) is added, and
+// likewise `admin_listen: 127.0.0.1:0`. The instance shuts down at test end.
+func Start(t testing.TB, yaml string) *Instance {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rlproxy.yaml")
+	if !strings.Contains(yaml, "listen:") {
+		yaml = "listen: \"127.0.0.1:0\"\n" + yaml
+	}
+	if !strings.Contains(yaml, "admin_listen:") {
+		yaml = "admin_listen: \"127.0.0.1:0\"\n" + yaml
+	}
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return StartFile(t, path)
+}
+
+// StartFile runs rlproxy on an existing config file (its listen addresses
+// should be 127.0.0.1:0). The log goes to the test log on failure.
+func StartFile(t testing.TB, path string) *Instance {
+	t.Helper()
+	app, err := server.New(path, server.Options{Version: "test", Log: &testLog{t: t}, Debounce: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("starting rlproxy: %v", err)
+	}
+	if err := app.Start(); err != nil {
+		t.Fatalf("starting rlproxy: %v", err)
+	}
+	in := &Instance{App: app, URL: "http://" + app.Addr(), ConfigPath: path}
+	if a := app.AdminAddr(); a != "" {
+		in.AdminURL = "http://" + a
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = app.Shutdown(ctx)
+	})
+	return in
+}
+
+// testLog sends the process log to t.Log (shown for failing or -v tests).
+type testLog struct {
+	t  testing.TB
+	mu sync.Mutex
+}
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Upstream is a recording HTTP upstream: it answers 200 "ok" (or runs
+// Handler when set) and remembers every request it received.
+type Upstream struct {
+	*httptest.Server
+	mu   sync.Mutex
+	reqs []*http.Request
+	// Handler, when set before requests arrive, answers instead of "ok".
+	Handler http.HandlerFunc
+}
+
+// NewUpstream starts a recording upstream on a free loopback port.
+func NewUpstream(t testing.TB) *Upstream {
+	u := &Upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		u.mu.Lock()
+		u.reqs = append(u.reqs, r.Clone(context.Background()))
+		h := u.Handler
+		u.mu.Unlock()
+		if h != nil {
+			h(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// Requests returns the requests received so far.
+func (u *Upstream) Requests() []*http.Request {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]*http.Request(nil), u.reqs...)
+}
+
+// Count returns how many requests were received.
+func (u *Upstream) Count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.reqs)
+}
+
+// ClientFrom returns an HTTP client whose connections come from the
+// loopback address ip (e.g. "127.0.0.7"), so tests can play several
+// clients: Linux accepts any 127.0.0.0/8 source address.
+func ClientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	return &http.Client{
+		Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 64},
+		Timeout:   30 * time.Second,
+	}
+}
+
+// Get sends GET url with the given header pairs ("Name", "value", ...)
+// through c (nil = http.DefaultClient) and returns the response with its
+// body read into the second result.
+func Get(t testing.TB, c *http.Client, url string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
