@@ -516,6 +516,7 @@ func (l *Limiter) decideChecks(ctx context.Context, res *Result) {
 func (l *Limiter) observeStore(start time.Time, err error) {
 	if l.metrics != nil {
 		l.metrics.ObserveStore(time.Since(start))
+		l.metrics.SetStoreUp(err == nil)
 		if err != nil {
 			l.metrics.StoreError()
 		}

@@ -301,7 +301,6 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 		Cooldown: cfg.Store.Breaker.Cooldown,
 		OnStateChange: func(open bool) {
 			a.metrics.SetBreakerOpen(open)
-			a.metrics.SetStoreUp(!open)
 			if open {
 				a.log.Warn("store unreachable: circuit breaker open, applying each policy's fail mode")
 			} else {
