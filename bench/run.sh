@@ -6,7 +6,8 @@
 #
 # Settings (environment):
 #   BENCH_WRK="-t1 -c32 -d5s"      wrk options of the full-load pass
-#   BENCH_HALF_WRK="-t1 -c4 -d5s"  wrk options of the half-load pass
+#   BENCH_HALF_WRK="-t1 -c8 -d5s"  wrk options of the half-load pass
+#   BENCH_HALF_DELAY_MS=1          half load: each connection pauses N ms after a response
 #   BENCH_R=3                      rounds (median reported)
 #   BENCH_WARMUP=1s                unrecorded wrk run before each full-load run
 #   BENCH_TARGETS=                 comma-separated ids (direct,nginx,nginx_limit_req,
@@ -88,7 +89,7 @@ taskset -c "$load_cpus" "$bin/benchrun" \
 	-bin "$bin" -configs "$here/configs" -rlproxy "$bin/rlproxy" \
 	-out "${BENCH_OUT:-$here/results}" -run-dir "$run_dir" -wrk-script "$here/wrk/report.lua" \
 	-proxy-cpus "${BENCH_PROXY_CPUS:-0}" -load-cpus "$load_cpus" \
-	-wrk "${BENCH_WRK:--t1 -c32 -d5s}" -half-wrk "${BENCH_HALF_WRK:--t1 -c4 -d5s}" \
+	-wrk "${BENCH_WRK:--t1 -c32 -d5s}" -half-wrk "${BENCH_HALF_WRK:--t1 -c8 -d5s}" -half-delay-ms "${BENCH_HALF_DELAY_MS:-1}" \
 	-r "${BENCH_R:-3}" -warmup "${BENCH_WARMUP:-1s}" -targets "${BENCH_TARGETS:-}" \
 	-attack-duration "${BENCH_ATTACK_DURATION:-10s}" -attack-clients "${BENCH_ATTACK_CLIENTS:-50}" \
 	-client-rate "${BENCH_CLIENT_RATE:-5}" -attack-rate "${BENCH_ATTACK_RATE:-500}" \

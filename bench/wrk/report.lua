@@ -1,7 +1,17 @@
 -- report.lua: wrk's done() hook printing the run's figures as one JSON line
 -- prefixed "BENCHJSON " (latencies in microseconds), so the bench harness
--- reads exact percentiles instead of wrk's rounded text. Defining only done()
--- keeps wrk on its static-request fast path.
+-- reads exact percentiles instead of wrk's rounded text. No request()
+-- function: wrk stays on its static-request fast path.
+--
+-- With BENCH_DELAY_MS=N in the environment each connection also waits N ms
+-- after every response before sending the next request (wrk's delay() hook;
+-- the wait is not part of the measured latency). That paces the load below
+-- saturation, which wrk -c alone cannot do (wrk has no -R; wrk2 is not in
+-- Debian).
+local pace = tonumber(os.getenv("BENCH_DELAY_MS") or "")
+if pace and pace > 0 then
+  delay = function() return pace end
+end
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(

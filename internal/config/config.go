@@ -109,6 +109,10 @@ type Valkey struct {
 	Timeout        time.Duration // per decision, default 50ms
 	KeyPrefix      string        // default "rl:"
 	SentinelMaster string        // when set, Addrs are Sentinels
+	// DisableLocalCache is `local_cache: false` (default true): no local
+	// over-limit cache in front of the store, every decision goes to
+	// Valkey (for comparisons and debugging).
+	DisableLocalCache bool
 }
 
 // Breaker opens after Failures consecutive store errors and skips the store

@@ -364,7 +364,7 @@ func (l *loader) store(o object) {
 		}
 	}
 	l.valkey(l.object(o.get("valkey"), o.field("valkey"), keyLine(o, "valkey"), "addrs", "username",
-		"password_env", "tls", "ca_file", "timeout", "key_prefix", "sentinel_master"), s.Type == "valkey")
+		"password_env", "tls", "ca_file", "timeout", "key_prefix", "sentinel_master", "local_cache"), s.Type == "valkey")
 }
 
 // valkey decodes `store.valkey:`; used says the Valkey store is selected
@@ -420,6 +420,11 @@ func (l *loader) valkey(o object, used bool) {
 	}
 	if n := o.get("sentinel_master"); n != nil {
 		v.SentinelMaster, _ = l.str(n, o.field("sentinel_master"))
+	}
+	if n := o.get("local_cache"); n != nil {
+		if b, ok := l.boolean(n, o.field("local_cache")); ok {
+			v.DisableLocalCache = !b
+		}
 	}
 }
 

@@ -317,15 +317,23 @@ type Result struct {
 	dryStart int           // checks[dryStart:] are dry-run policies
 	out      []algo.Decision
 	keyBuf   []byte
-	leases   bool
+	leases   bool // some check carries a concurrency lease id
+	// held reports that the store granted the leases still named in checks
+	// (a dry-run check whose lease was not granted has its Lease cleared), so
+	// they must be renewed while the request runs and released after it.
+	held bool
 }
 
 func (res *Result) reset() {
 	res.Outcome, res.Wait, res.RetryAfter, res.Now, res.Binding, res.Err = Pass, 0, 0, 0, -1, nil
 	res.Items = res.Items[:0]
 	res.checks = res.checks[:0]
+	// failEnforcing leaves the floor checks in sorted; orderChecks appends
+	// to it, so a pooled Result must not carry them into the next request
+	// (it would decide the previous client's key).
+	res.sorted = res.sorted[:0]
 	res.out = res.out[:0]
-	res.leases = false
+	res.leases, res.held = false, false
 }
 
 // ErrNoPolicy is returned by Decide for a route without policies.
@@ -486,6 +494,9 @@ func (l *Limiter) decideChecks(ctx context.Context, res *Result) {
 			passed = passed && d.Allowed
 		}
 	}
+	// An accepted decision granted the enforcing checks' leases: whatever
+	// happens to the dry-run checks, they must be released.
+	res.held = passed
 	if len(dry) == 0 {
 		return
 	}
@@ -498,6 +509,11 @@ func (l *Limiter) decideChecks(ctx context.Context, res *Result) {
 	start := time.Now()
 	now, err := l.store.Decide(ctx, dry, 0, res.out[res.dryStart:])
 	l.observeStore(start, err)
+	for i := range dry { // dry-run leases exist only where the store accepted
+		if err != nil || !res.out[res.dryStart+i].Allowed {
+			dry[i].Lease = ""
+		}
+	}
 	if err != nil {
 		res.Err = err
 		for i := range res.Items {
@@ -660,15 +676,16 @@ func (res *Result) pickBinding() {
 	}
 }
 
-// Release ends the concurrency leases res holds; call it once the proxied
-// response is complete or the client has gone.
+// Release ends the concurrency leases res holds (enforcing and dry-run);
+// call it once the request is done with, whatever its fate after the
+// decision: proxied, abandoned by the client, or refused while waiting.
 func (l *Limiter) Release(res *Result) {
-	if !res.leases || res.Outcome != Pass || res.Err != nil {
+	if !res.HasLeases() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = l.store.Release(ctx, res.checks[:res.dryStart])
+	_ = l.store.Release(ctx, res.checks)
 }
 
 // Renew refreshes the concurrency leases of a long-running request (SSE,
@@ -677,18 +694,20 @@ func (l *Limiter) Renew(ctx context.Context, res *Result) {
 	if !res.leases {
 		return
 	}
-	cks := res.sorted[:0]
-	for _, ck := range res.checks[:res.dryStart] {
+	// One decision per lease: a decision refuses as a whole, so one lease
+	// that could not be renewed (it expired and its slot was taken) must not
+	// stop the others from being refreshed.
+	var out [1]algo.Decision
+	for _, ck := range res.checks {
 		if ck.Lease != "" {
-			cks = append(cks, ck)
+			_, _ = l.store.Decide(ctx, []store.Check{ck}, 0, out[:])
 		}
 	}
-	out := make([]algo.Decision, len(cks))
-	_, _ = l.store.Decide(ctx, cks, 0, out)
 }
 
 // HasLeases reports whether res holds concurrency leases to renew and release.
-func (res *Result) HasLeases() bool { return res.leases && res.Outcome == Pass && res.Err == nil }
+// A dry-run store error does not void the enforcing checks' leases.
+func (res *Result) HasLeases() bool { return res.leases && res.held && res.Outcome == Pass }
 
 // LeaseRenewEvery is how often a request holding leases renews them: a
 // third of the shortest lease (ms), so two renewals may fail before expiry.

@@ -39,7 +39,8 @@ type Server struct {
 	rt      atomic.Pointer[Runtime]
 	metrics *metrics.Metrics
 	log     *slog.Logger
-	refusal *logging.RefusalSampler
+	// refusal is swapped by reloads while requests read it.
+	refusal atomic.Pointer[logging.RefusalSampler]
 	waiting atomic.Int64 // requests currently held in delay
 	results sync.Pool    // *policy.Result
 }
@@ -56,8 +57,13 @@ func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 // returns the previous one (whose idle upstream connections the caller may
 // close once in-flight requests are done).
 func (s *Server) Swap(rt *Runtime) *Runtime {
-	s.refusal = logging.NewRefusalSampler(s.log, rt.Config.Log.RefusalsPerSecond)
-	return s.rt.Swap(rt)
+	prev := s.rt.Swap(rt)
+	// A new sampler only when the rate changed: an unchanged one keeps its
+	// second's budget and its count of suppressed lines across reloads.
+	if prev == nil || s.refusal.Load() == nil || prev.Config.Log.RefusalsPerSecond != rt.Config.Log.RefusalsPerSecond {
+		s.refusal.Store(logging.NewRefusalSampler(s.log, rt.Config.Log.RefusalsPerSecond))
+	}
+	return prev
 }
 
 // Runtime returns the configuration currently served.
@@ -106,13 +112,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
-	if res.Wait > 0 && !s.wait(w, r, rt, res) {
-		return
-	}
+	// Leases are held from the decision on: renewed through a leaky-bucket
+	// wait too, and released even when the request is refused for waiting
+	// too long or the client leaves during its wait.
 	if res.HasLeases() {
 		stop := s.renewLeases(rt.Limiter, res)
 		defer rt.Limiter.Release(res)
 		defer stop()
+	}
+	if res.Wait > 0 && !s.wait(w, r, rt, res) {
+		return
 	}
 	up.limited.ServeHTTP(w, r)
 }
@@ -175,7 +184,7 @@ func (s *Server) logRefusal(route *policy.Route, res *policy.Result) {
 	if s.log == nil || res.Binding < 0 {
 		return
 	}
-	ok, suppressed := s.refusal.Allow(time.Now())
+	ok, suppressed := s.refusal.Load().Allow(time.Now())
 	if !ok {
 		return
 	}

@@ -6,6 +6,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -59,7 +60,8 @@ type App struct {
 	floor   *memory.Store // fallback floors while failing open
 	lease   string
 
-	mu       sync.Mutex // serialises reloads; guards the fields below
+	reloadMu sync.Mutex // one Reload at a time (watcher, SIGHUP, callers)
+	mu       sync.Mutex // guards the fields below
 	cfg      *config.Config
 	st       store.Store
 	cache    *guard.OverLimitCache // nil on the memory store
@@ -308,6 +310,9 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 			}
 		},
 	})
+	if v.DisableLocalCache { // local_cache: false
+		return br, nil, nil
+	}
 	cache := guard.NewOverLimitCache(br, guard.OverLimitOptions{MaxEntries: 100_000, OnLocalRefusal: a.metrics.LocalRefusal})
 	return cache, cache, nil
 }
@@ -318,30 +323,46 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 // running configuration is not a reload. The watcher calls it on file
 // changes and SIGHUP.
 func (a *App) Reload(reason string) {
+	// Two concurrent reloads of one change would both see it as new and
+	// count it twice.
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
 	now := time.Now()
 	cfg, err := config.Load(a.path)
 	if err != nil {
 		a.refuse(reason, now, err)
 		return
 	}
-	old := a.Config()
-	if old.Digest == cfg.Digest {
-		a.log.Debug("config unchanged; not reloading", "reason", reason)
-		return
-	}
-	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen {
-		a.log.Warn("listen and admin_listen changes take effect on restart only")
-	}
+	// The certificate is not part of Config.Digest: a renewed certificate
+	// under an unchanged config is a reload of the certificate alone.
+	var cert *tls.Certificate
 	if cfg.TLS != nil {
-		if err := a.loadCert(cfg.TLS); err != nil {
+		if cert, err = readCert(cfg.TLS); err != nil {
 			a.refuse(reason, now, err)
 			return
 		}
+	}
+	old := a.Config()
+	if old.Digest == cfg.Digest {
+		if cur := a.cert.Load(); cert != nil && cur != nil && !bytes.Equal(cur.Certificate[0], cert.Certificate[0]) {
+			a.cert.Store(cert)
+			a.metrics.ConfigReload(true, now)
+			a.log.Info("TLS certificate reloaded", "reason", reason)
+			return
+		}
+		a.log.Debug("config unchanged; not reloading", "reason", reason)
+		return
+	}
+	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen || (cfg.TLS == nil) != (old.TLS == nil) {
+		a.log.Warn("listen, admin_listen and turning tls on or off take effect on restart only")
 	}
 	rt, err := a.build(cfg)
 	if err != nil {
 		a.refuse(reason, now, err)
 		return
+	}
+	if cert != nil {
+		a.cert.Store(cert) // only with the config it belongs to
 	}
 	prev := a.srv.Swap(rt)
 	a.metrics.ConfigReload(true, now)
@@ -371,10 +392,19 @@ func (a *App) extraFiles() []string {
 }
 
 func (a *App) loadCert(t *config.TLS) error {
+	c, err := readCert(t)
+	if err != nil {
+		return err
+	}
+	a.cert.Store(c)
+	return nil
+}
+
+// readCert loads t's certificate and key as a pair.
+func readCert(t *config.TLS) (*tls.Certificate, error) {
 	c, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 	if err != nil {
-		return fmt.Errorf("loading TLS certificate: %w", err)
+		return nil, fmt.Errorf("loading TLS certificate: %w", err)
 	}
-	a.cert.Store(&c)
-	return nil
+	return &c, nil
 }

@@ -47,7 +47,7 @@ type options struct {
 	runDir, wrkScript     string
 	proxyCPUs, loadCPUs   string
 	wrkArgs, halfArgs     string
-	reps                  int
+	reps, halfDelayMs     int
 	warmup                time.Duration
 	targets               string
 	attackDur             time.Duration
@@ -69,7 +69,8 @@ func parseFlags() options {
 	flag.StringVar(&o.proxyCPUs, "proxy-cpus", "0", "taskset CPU list of the proxy under test")
 	flag.StringVar(&o.loadCPUs, "load-cpus", "1", "taskset CPU list of wrk, the upstream, Valkey and the attack load generator")
 	flag.StringVar(&o.wrkArgs, "wrk", "-t1 -c32 -d5s", "wrk options of the full-load pass")
-	flag.StringVar(&o.halfArgs, "half-wrk", "-t1 -c4 -d5s", "wrk options of the half-load (fewer connections) pass")
+	flag.StringVar(&o.halfArgs, "half-wrk", "-t1 -c8 -d5s", "wrk options of the half-load pass")
+	flag.IntVar(&o.halfDelayMs, "half-delay-ms", 1, "half-load pass: each connection waits this many ms after every response (0 = closed loop)")
 	flag.IntVar(&o.reps, "r", 3, "rounds over all targets (median reported)")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unrecorded wrk run before each full-load run (0 = none)")
 	flag.StringVar(&o.targets, "targets", "", "comma-separated target ids to run (default all)")
@@ -158,7 +159,7 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 	if err != nil {
 		return err
 	}
-	plan := throughputPlan{reps: o.reps, fullArgs: fullArgs, fullDur: fullDur, halfArgs: halfArgs, halfDur: halfDur, warmup: o.warmup}
+	plan := throughputPlan{reps: o.reps, fullArgs: fullArgs, fullDur: fullDur, halfArgs: halfArgs, halfDur: halfDur, halfDelayMs: o.halfDelayMs, warmup: o.warmup}
 
 	up, upAddr, err := l.startUpstream(ctx, "")
 	if err != nil {
@@ -173,7 +174,7 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 		return fmt.Errorf("interrupted: %w", err)
 	}
 	rep := throughputReport{Meta: collectMeta(l, map[string]string{
-		"wrk": o.wrkArgs, "half_wrk": o.halfArgs, "r": strconv.Itoa(o.reps), "warmup": o.warmup.String(),
+		"wrk": o.wrkArgs, "half_wrk": o.halfArgs, "half_delay_ms": strconv.Itoa(o.halfDelayMs), "r": strconv.Itoa(o.reps), "warmup": o.warmup.String(),
 		"upstream":  "bench/upstream (Go), 13-byte body",
 		"quiet_pct": strconv.FormatFloat(o.quietPct, 'f', -1, 64), "quiet_wait": o.quietWait.String(),
 	}), Targets: results}

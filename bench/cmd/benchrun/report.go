@@ -114,7 +114,8 @@ func throughputMarkdown(rep throughputReport, plan throughputPlan) string {
 	metaMarkdown(&b, rep.Meta)
 	fmt.Fprintf(&b, "- full load: `wrk %s -d%s --latency`, %d interleaved rounds (round-robin, rotating start), median of each figure; %s warm-up before each run\n",
 		strings.Join(plan.fullArgs, " "), plan.fullDur, plan.reps, plan.warmup)
-	fmt.Fprintf(&b, "- half load: `wrk %s -d%s --latency`, same rounds\n", strings.Join(plan.halfArgs, " "), plan.halfDur)
+	fmt.Fprintf(&b, "- half load: `wrk %s -d%s --latency`, each connection pausing %d ms after every response (wrk delay() hook; 0 = closed loop), same rounds\n",
+		strings.Join(plan.halfArgs, " "), plan.halfDur, plan.halfDelayMs)
 	fmt.Fprintf(&b, "- ×: ratio to nginx proxy_pass + limit_req (req/s: higher is better; latency and CPU: lower is better)\n")
 	fmt.Fprintf(&b, "- bg CPU %%: CPU used during the run by processes outside the benchmark, in %% of all CPUs (median); above a few %% the figures are disturbed\n\n")
 
@@ -136,7 +137,7 @@ func throughputMarkdown(rep throughputReport, plan throughputPlan) string {
 			num(m.ProxyCPUus, 1), ratio(q.ProxyCPU), num(m.StoreCPUus, 1), m.Non2xx, m.SocketErrors, m.BackgroundCPUPct)
 	}
 
-	fmt.Fprintf(&b, "\n## Half load (fewer connections): latency added over direct\n\n")
+	fmt.Fprintf(&b, "\n## Half load (paced, below saturation): latency added over direct\n\n")
 	fmt.Fprintf(&b, "| target | req/s | p50 µs | p99 µs | p99 added vs direct µs | × nginx+limit_req added | bg CPU %% |\n")
 	fmt.Fprintf(&b, "|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rep.Targets {

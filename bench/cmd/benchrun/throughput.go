@@ -19,10 +19,13 @@ type throughputPlan struct {
 	reps     int      // R: rounds over all targets; medians are reported
 	fullArgs []string // wrk options without duration, e.g. -t1 -c32
 	fullDur  time.Duration
-	halfArgs []string // the half-load pass, e.g. -t1 -c4
+	halfArgs []string // the half-load pass, e.g. -t1 -c8
 	halfDur  time.Duration
-	warmup   time.Duration // unrecorded wrk run before each full-load run; 0 skips
-	only     []string      // target IDs to run; empty = all
+	// halfDelayMs paces the half-load pass: each connection waits this
+	// long after every response (0 = closed loop, as fast as it answers).
+	halfDelayMs int
+	warmup      time.Duration // unrecorded wrk run before each full-load run; 0 skips
+	only        []string      // target IDs to run; empty = all
 }
 
 // targetSpec declares one row: how to start it.
@@ -124,7 +127,7 @@ func (b *bench) snap(t *target) (cpuSnap, error) {
 }
 
 // measure runs wrk once against t and attributes the CPU spent meanwhile.
-func (b *bench) measure(ctx context.Context, t *target, args []string, d time.Duration) (sample, error) {
+func (b *bench) measure(ctx context.Context, t *target, args []string, d time.Duration, delayMs int) (sample, error) {
 	if err := b.quiet.wait(ctx); err != nil {
 		return sample{}, err
 	}
@@ -133,7 +136,7 @@ func (b *bench) measure(ctx context.Context, t *target, args []string, d time.Du
 		return sample{}, err
 	}
 	wall := time.Now()
-	rep, err := b.wrk.run(ctx, args, d, t.URL)
+	rep, err := b.wrk.run(ctx, args, d, delayMs, t.URL)
 	if err != nil {
 		return sample{}, err
 	}
@@ -180,9 +183,9 @@ func (b *bench) runThroughput(ctx context.Context, plan throughputPlan, targets 
 		}
 	}
 	pass := func(half bool) {
-		args, d, label := plan.fullArgs, plan.fullDur, "full"
+		args, d, delayMs, label := plan.fullArgs, plan.fullDur, 0, "full"
 		if half {
-			args, d, label = plan.halfArgs, plan.halfDur, "half"
+			args, d, delayMs, label = plan.halfArgs, plan.halfDur, plan.halfDelayMs, "half"
 		}
 		for rep := range plan.reps {
 			directP99 := -1.0
@@ -193,12 +196,12 @@ func (b *bench) runThroughput(ctx context.Context, plan throughputPlan, targets 
 					continue
 				}
 				if !half && plan.warmup > 0 {
-					if _, err := b.wrk.run(ctx, args, plan.warmup, t.URL); err != nil {
+					if _, err := b.wrk.run(ctx, args, plan.warmup, 0, t.URL); err != nil {
 						r.Status = "failed: warm-up: " + err.Error()
 						continue
 					}
 				}
-				s, err := b.measure(ctx, t, args, d)
+				s, err := b.measure(ctx, t, args, d, delayMs)
 				if err != nil {
 					r.Status = "failed: " + err.Error()
 					continue

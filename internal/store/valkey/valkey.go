@@ -15,6 +15,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -27,7 +28,7 @@ import (
 )
 
 // luaFiles holds the script parts, concatenated by New in the order
-// prelude, one file per algorithm, dispatcher.
+// prelude, one file per algorithm, refunds, dispatcher.
 //
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -96,6 +97,7 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 		"token_bucket.lua",
 		"leaky_bucket.lua",
 		"concurrency.lua",
+		"refund.lua",
 		"dispatch.lua",
 	} {
 		b, err := luaFiles.ReadFile("lua/" + name)
@@ -172,10 +174,35 @@ func (s *Store) withTimeout(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, s.tmo)
 }
 
+// Script modes (ARGV[2] of lua/dispatch.lua).
+const (
+	modeDecide = "0" // decide, charge all or none
+	modeCheck  = "1" // decide, write nothing; accepted checks report cost-0 values
+	modeRefund = "2" // undo a charge made at now (lua/refund.lua)
+)
+
 // Decide implements store.Store: one script run decides all checks
 // atomically at now (Unix ms; 0 = the server's TIME). Errors: connecting,
 // timeout, a script error (e.g. a key holding foreign data), or a
 // malformed reply; out is then undefined.
+//
+// On a Valkey Cluster, checks whose keys hash to different slots (a route
+// whose policies use different key sources, e.g. [header:X-API-Key] and
+// [ip]) cannot share one script (CROSSSLOT). Decide then runs one script
+// per slot group, all at the same now (the first group's TIME): first every
+// group in check mode (decide, write nothing); if any check refuses, that is
+// the decision and nothing was charged. Otherwise it charges the groups in
+// slot order; should a group refuse now — another request charged it
+// between the check and the charge — the groups already charged are
+// refunded (lua/refund.lua undoes exactly their charge) and the request is
+// refused. The refund makes "a refused request is charged by none" hold
+// again, but not atomically: between a group's charge and its refund (one
+// round trip) other requests see it charged and may be refused for it,
+// i.e. the race can only make limiting briefly stricter, never let more
+// requests through than the limit. A store error after some groups were
+// charged refunds them on a best-effort basis (the failed group's own
+// charge may or may not have run: it is not refunded). A decision within
+// one slot (every check of one key source) is one atomic script as always.
 func (s *Store) Decide(ctx context.Context, checks []store.Check, now int64, out []algo.Decision) (int64, error) {
 	if len(out) != len(checks) {
 		return 0, fmt.Errorf("deciding: %d checks but %d decisions", len(checks), len(out))
@@ -186,9 +213,120 @@ func (s *Store) Decide(ctx context.Context, checks []store.Check, now int64, out
 	if err != nil {
 		return 0, err
 	}
+	if c.Mode() == valkeygo.ClientModeCluster && len(checks) > 1 {
+		if groups := slotGroups(checks); len(groups) > 1 {
+			return s.decideGroups(ctx, c, checks, groups, now, out)
+		}
+	}
+	return s.run(ctx, c, modeDecide, checks, now, out)
+}
+
+// decideGroups decides checks spread over several Cluster slots: groups
+// holds the indices into checks of each slot's checks (see Decide).
+func (s *Store) decideGroups(ctx context.Context, c valkeygo.Client, checks []store.Check, groups [][]int, now int64, out []algo.Decision) (int64, error) {
+	part := make([]store.Check, 0, len(checks))
+	pout := make([]algo.Decision, len(checks))
+	// runGroup runs group g in mode and copies its decisions into out.
+	runGroup := func(mode string, g []int) (refused bool, err error) {
+		part = part[:0]
+		for _, i := range g {
+			part = append(part, checks[i])
+		}
+		used, err := s.run(ctx, c, mode, part, now, pout[:len(g)])
+		if err != nil {
+			return false, err
+		}
+		if now == 0 {
+			now = used // every later group decides at the first one's time
+		}
+		for j, i := range g {
+			out[i] = pout[j]
+			refused = refused || !pout[j].Allowed
+		}
+		return refused, nil
+	}
+	charged := false
+	for _, ch := range checks {
+		charged = charged || ch.Cost > 0
+	}
+	mode := modeCheck
+	if !charged { // peeks only: one pass
+		mode = modeDecide
+	}
+	refused := false
+	for _, g := range groups {
+		r, err := runGroup(mode, g)
+		if err != nil {
+			return 0, err
+		}
+		refused = refused || r
+	}
+	if refused || !charged {
+		return now, nil
+	}
+	for k, g := range groups {
+		r, err := runGroup(modeDecide, g)
+		if err != nil {
+			s.refund(checks, groups[:k], now)
+			return 0, err
+		}
+		if !r {
+			continue
+		}
+		// Charged elsewhere since the check: undo groups[:k], then report
+		// every other group's current uncharged state.
+		if err := s.refund(checks, groups[:k], now); err != nil {
+			return 0, err
+		}
+		for j, g2 := range groups {
+			if j == k {
+				continue
+			}
+			if _, err := runGroup(modeCheck, g2); err != nil {
+				return 0, err
+			}
+		}
+		return now, nil
+	}
+	return now, nil
+}
+
+// refund undoes the charges of groups made at now. It runs on its own
+// context (bounded by Options.Timeout, else 1 s) so that a caller's expired
+// deadline does not leave a charge behind.
+func (s *Store) refund(checks []store.Check, groups [][]int, now int64) error {
+	if len(groups) == 0 {
+		return nil
+	}
+	tmo := s.tmo
+	if tmo <= 0 {
+		tmo = time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), tmo)
+	defer cancel()
+	c, err := s.Client(ctx)
+	if err != nil {
+		return err
+	}
+	var part []store.Check
+	for _, g := range groups {
+		part = part[:0]
+		for _, i := range g {
+			part = append(part, checks[i])
+		}
+		if _, err := s.exec(ctx, c, modeRefund, part, now); err != nil {
+			return fmt.Errorf("refunding a split decision: %w", err)
+		}
+	}
+	return nil
+}
+
+// exec runs the script in mode over checks at now and returns its reply.
+func (s *Store) exec(ctx context.Context, c valkeygo.Client, mode string, checks []store.Check, now int64) ([]valkeygo.ValkeyMessage, error) {
 	keys := make([]string, len(checks))
-	args := make([]string, 1, 1+argsPerCheck*len(checks))
+	args := make([]string, 2, 2+argsPerCheck*len(checks))
 	args[0] = strconv.FormatInt(now, 10)
+	args[1] = mode
 	for i, ch := range checks {
 		keys[i] = ch.Key
 		l := ch.Limit
@@ -207,7 +345,13 @@ func (s *Store) Decide(ctx context.Context, checks []store.Check, now int64, out
 			ch.Lease,
 		)
 	}
-	reply, err := s.script.Exec(ctx, c, keys, args).ToArray()
+	return s.script.Exec(ctx, c, keys, args).ToArray()
+}
+
+// run decides checks (all in one slot) with one script run in mode
+// (modeDecide or modeCheck) and fills out; it returns the time used.
+func (s *Store) run(ctx context.Context, c valkeygo.Client, mode string, checks []store.Check, now int64, out []algo.Decision) (int64, error) {
+	reply, err := s.exec(ctx, c, mode, checks, now)
 	if err != nil {
 		return 0, fmt.Errorf("running decision script: %w", err)
 	}
@@ -234,6 +378,55 @@ func (s *Store) Decide(ctx context.Context, checks []store.Check, now int64, out
 		}
 	}
 	return used, nil
+}
+
+// slotGroups returns the indices of checks grouped by Cluster hash slot, in
+// ascending slot order (a fixed order for every instance).
+func slotGroups(checks []store.Check) [][]int {
+	slots := make([]uint16, len(checks))
+	for i, ch := range checks {
+		slots[i] = Slot(ch.Key)
+	}
+	var order []uint16
+	by := map[uint16][]int{}
+	for i, sl := range slots {
+		if _, ok := by[sl]; !ok {
+			order = append(order, sl)
+		}
+		by[sl] = append(by[sl], i)
+	}
+	if len(order) == 1 {
+		return [][]int{by[order[0]]}
+	}
+	slices.Sort(order)
+	groups := make([][]int, len(order))
+	for i, sl := range order {
+		groups[i] = by[sl]
+	}
+	return groups
+}
+
+// Slot returns the Cluster hash slot (0..16383) of key: CRC16 (XMODEM) of
+// its hash tag — the part between the first "{" and the next "}", when
+// non-empty — or of the whole key, modulo 16384 (Cluster specification).
+func Slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc ^= uint16(key[k]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc & 16383
 }
 
 // Release implements store.Store: it removes the Concurrency leases among

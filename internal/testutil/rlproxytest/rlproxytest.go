@@ -36,6 +36,14 @@ type Instance struct {
 // likewise `admin_listen: 127.0.0.1:0`. The instance shuts down at test end.
 func Start(t testing.TB, yaml string) *Instance {
 	t.Helper()
+	return StartWithLog(t, yaml, nil)
+}
+
+// StartWithLog is Start with the process log also written to w (when not
+// nil), for tests that assert on log lines; w must be safe for concurrent
+// use.
+func StartWithLog(t testing.TB, yaml string, w io.Writer) *Instance {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rlproxy.yaml")
 	if !strings.Contains(yaml, "listen:") {
@@ -47,14 +55,25 @@ func Start(t testing.TB, yaml string) *Instance {
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return StartFile(t, path)
+	return StartFileWithLog(t, path, w)
 }
 
 // StartFile runs rlproxy on an existing config file (its listen addresses
 // should be 127.0.0.1:0). The log goes to the test log on failure.
 func StartFile(t testing.TB, path string) *Instance {
 	t.Helper()
-	app, err := server.New(path, server.Options{Version: "test", Log: &testLog{t: t}, Debounce: 50 * time.Millisecond})
+	return StartFileWithLog(t, path, nil)
+}
+
+// StartFileWithLog is StartFile with the process log also written to w
+// (when not nil); w must be safe for concurrent use.
+func StartFileWithLog(t testing.TB, path string, w io.Writer) *Instance {
+	t.Helper()
+	var log io.Writer = &testLog{t: t}
+	if w != nil {
+		log = io.MultiWriter(log, w)
+	}
+	app, err := server.New(path, server.Options{Version: "test", Log: log, Debounce: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("starting rlproxy: %v", err)
 	}

@@ -1,12 +1,15 @@
 -- rlproxy decision script, part 3 of 3: the dispatcher.
 -- KEYS: one key per check. ARGV[1] = now (Unix ms; 0 = the server's TIME),
--- then 8 per check: kind, Count, Period, Burst, Delay, NoDelay (0/1), cost,
+-- ARGV[2] = mode: 0 decide (charge all or none), 1 check (decide, write
+-- nothing; accepted checks report their cost-0 values), 2 refund (undo a
+-- charge made at now, refund.lua; reply {now}); then 8 per check: kind, Count, Period, Burst, Delay, NoDelay (0/1), cost,
 -- lease id. Reply: {now, then per check allowed, remaining, retryAfter,
 -- wait, resetAfter}.
 local nargs = 8
-if #ARGV ~= 1 + nargs * #KEYS then
-  return redis.error_reply('ERR rlproxy: ' .. #ARGV .. ' args for ' .. #KEYS .. ' keys, want 1+8 per key')
+if #ARGV ~= 2 + nargs * #KEYS then
+  return redis.error_reply('ERR rlproxy: ' .. #ARGV .. ' args for ' .. #KEYS .. ' keys, want 2+8 per key')
 end
+local mode = ARGV[2]
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')
@@ -24,11 +27,28 @@ local function quota(kind, c)
   return c.count
 end
 
+if mode == '2' then
+  for i = 1, #KEYS do
+    local b = 2 + (i - 1) * nargs
+    local f = U[tonumber(ARGV[b + 1])]
+    if f and tonumber(ARGV[b + 7]) > 0 then
+      f(KEYS[i], {
+        count = tonumber(ARGV[b + 2]),
+        period = tonumber(ARGV[b + 3]),
+        burst = tonumber(ARGV[b + 4]),
+        cost = tonumber(ARGV[b + 7]),
+        lease = ARGV[b + 8],
+      }, now)
+    end
+  end
+  return { now }
+end
+
 -- Phase 1: every decision, reads only.
 local checks, ds, writes = {}, {}, {}
 local all = true
 for i = 1, #KEYS do
-  local b = 1 + (i - 1) * nargs
+  local b = 2 + (i - 1) * nargs
   local kind = tonumber(ARGV[b + 1])
   local f = A[kind]
   if not f then
@@ -60,12 +80,12 @@ for i = 1, #KEYS do
   end
 end
 
--- Phase 2: charge only if every check accepted; otherwise the accepted
+-- Phase 2: charge only if every check accepted (mode 0); otherwise the accepted
 -- checks report their uncharged (cost 0) state.
 local out = { now }
 for i = 1, #KEYS do
   local d = ds[i]
-  if all then
+  if all and mode == '0' then
     if writes[i] then
       writes[i]()
     end

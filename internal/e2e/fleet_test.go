@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"rlproxy/internal/testutil/fleet"
+	"rlproxy/internal/testutil/rediscluster"
+	"rlproxy/internal/testutil/redisserver"
+	"rlproxy/internal/testutil/rlproxytest"
+)
+
+// fleetSpread sends n requests to path, spread round-robin over urls by
+// `workers` concurrent senders, and returns the count of each status
+// (transport errors count as status 0).
+func fleetSpread(t *testing.T, c *http.Client, urls []string, path string, n, workers int, hdr ...string) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				code := 0
+				req, _ := http.NewRequest(http.MethodGet, urls[i%len(urls)]+path, nil)
+				for k := 0; k+1 < len(hdr); k += 2 {
+					req.Header.Set(hdr[k], hdr[k+1])
+				}
+				if resp, err := c.Do(req); err == nil {
+					code = resp.StatusCode
+					resp.Body.Close()
+				}
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return codes
+}
+
+// TestFleetSharedQuota: three rlproxy processes sharing one Valkey, one
+// client's 100 requests spread round-robin over them: exactly the quota
+// (10) passes for every algorithm; for concurrency (10 in flight, slow
+// upstream) exactly 10 of 100 simultaneous requests pass.
+func TestFleetSharedQuota(t *testing.T) {
+	t.Parallel()
+	srv := redisserver.Start(t)
+	up := rlproxytest.NewUpstream(t)
+	up.Handler = func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/cc") {
+			time.Sleep(1500 * time.Millisecond) // every concurrency request overlaps
+		}
+		_, _ = w.Write([]byte("ok"))
+	}
+	f := fleet.Start(t, 3, fmt.Sprintf(`
+store: { type: valkey, valkey: { addrs: [%q], timeout: 2s } }
+upstreams: { app: { url: %q } }
+policies:
+  fw: { algorithm: fixed_window, limit: 10, window: 1h, on_store_error: deny }
+  sl: { algorithm: sliding_log, limit: 10, window: 1h, on_store_error: deny }
+  sw: { algorithm: sliding_window, limit: 10, window: 1h, on_store_error: deny }
+  tb: { algorithm: token_bucket, rate: 10r/h, burst: 10, on_store_error: deny }
+  lb: { algorithm: leaky_bucket, rate: 10r/h, burst: 9, nodelay: true, on_store_error: deny }
+  cc: { algorithm: concurrency, limit: 10, on_store_error: deny }
+routes:
+  - { name: fw, match: { path_prefix: /fw }, upstream: app, policies: [fw] }
+  - { name: sl, match: { path_prefix: /sl }, upstream: app, policies: [sl] }
+  - { name: sw, match: { path_prefix: /sw }, upstream: app, policies: [sw] }
+  - { name: tb, match: { path_prefix: /tb }, upstream: app, policies: [tb] }
+  - { name: lb, match: { path_prefix: /lb }, upstream: app, policies: [lb] }
+  - { name: cc, match: { path_prefix: /cc }, upstream: app, policies: [cc] }
+`, srv.Addr, up.URL))
+	urls := []string{f.URL(0), f.URL(1), f.URL(2)}
+	c := rlproxytest.ClientFrom("127.0.0.21")
+	// A fixed window of 1 h must not roll over during the run.
+	clientsAwayFromBoundary(t, time.Hour, 30*time.Second)
+	for _, alg := range []string{"fw", "sl", "sw", "tb", "lb"} {
+		codes := fleetSpread(t, c, urls, "/"+alg, 100, 8)
+		if codes[200] != 10 || codes[429] != 90 || len(codes) != 2 {
+			t.Errorf("%s: statuses %v, want exactly 10×200 and 90×429", alg, codes)
+		}
+	}
+	codes := fleetSpread(t, c, urls, "/cc", 100, 100)
+	if codes[200] != 10 || codes[429] != 90 || len(codes) != 2 {
+		t.Errorf("concurrency: statuses %v, want exactly 10×200 and 90×429", codes)
+	}
+}
+
+// TestFleetKillAndStop: a SIGKILLed instance drops out while the others keep
+// the shared count (the quota is not reset by a crash); SIGTERM exits 0.
+func TestFleetKillAndStop(t *testing.T) {
+	t.Parallel()
+	srv := redisserver.Start(t)
+	f := fleet.Start(t, 3, fmt.Sprintf(`
+store: { type: valkey, valkey: { addrs: [%q], timeout: 2s } }
+upstreams: { echo: { builtin: echo } }
+policies:
+  fw: { algorithm: fixed_window, limit: 10, window: 1h, on_store_error: deny }
+routes:
+  - { name: fw, upstream: echo, policies: [fw] }
+`, srv.Addr))
+	clientsAwayFromBoundary(t, time.Hour, 30*time.Second)
+	c := rlproxytest.ClientFrom("127.0.0.22")
+	first := fleetSpread(t, c, []string{f.URL(0), f.URL(1), f.URL(2)}, "/a", 6, 1)
+	f.Kill(1)
+	if exited, code := f.Procs[1].Exited(); !exited || code != -1 {
+		t.Fatalf("after Kill: exited %v code %d, want killed", exited, code)
+	}
+	second := fleetSpread(t, c, []string{f.URL(0), f.URL(2)}, "/a", 10, 1)
+	if first[200] != 6 || second[200] != 4 || second[429] != 6 {
+		t.Fatalf("before kill %v, after %v: want 6×200, then 4×200 + 6×429", first, second)
+	}
+	if !f.Stop(0, 10*time.Second) {
+		t.Fatal("SIGTERM: no exit within 10 s")
+	}
+	if _, code := f.Procs[0].Exited(); code != 0 {
+		t.Fatalf("SIGTERM: exit code %d, want 0", code)
+	}
+}
+
+// TestFleetClusterProxy: two rlproxy processes on a 3-master cluster, 300
+// distinct clients (X-Forwarded-For from a trusted proxy) each with its own
+// API key, on a route whose two policies key by header and by IP (two hash
+// slots). Fail-closed policies turn any CROSSSLOT or script error into a
+// 503; every client gets exactly 2×200 then 1×429.
+func TestFleetClusterProxy(t *testing.T) {
+	t.Parallel()
+	cl := rediscluster.Start(t, 3)
+	f := fleet.Start(t, 2, fmt.Sprintf(`
+store: { type: valkey, valkey: { addrs: [%q, %q, %q], timeout: 2s } }
+real_ip: { header: X-Forwarded-For, trusted_proxies: [127.0.0.1] }
+upstreams: { echo: { builtin: echo } }
+policies:
+  per_key: { algorithm: fixed_window, limit: 2, window: 1h, key: header:X-API-Key, on_store_error: deny }
+  per_ip: { algorithm: sliding_log, limit: 5, window: 1h, key: ip, on_store_error: deny }
+routes:
+  - { name: api, upstream: echo, policies: [per_key, per_ip] }
+`, cl.Addrs[0], cl.Addrs[1], cl.Addrs[2]))
+	clientsAwayFromBoundary(t, time.Hour, 30*time.Second)
+	const clients = 300
+	var mu sync.Mutex
+	bad := map[string]int{}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range clients {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ip := fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256)
+			var got []int
+			for r := range 3 {
+				req, _ := http.NewRequest(http.MethodGet, f.URL(r%2)+"/x", nil)
+				req.Header.Set("X-Forwarded-For", ip)
+				req.Header.Set("X-API-Key", fmt.Sprintf("key-%d", i))
+				code := 0
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					code = resp.StatusCode
+					resp.Body.Close()
+				}
+				got = append(got, code)
+			}
+			if s := fmt.Sprint(got); s != "[200 200 429]" {
+				mu.Lock()
+				bad[s]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(bad) > 0 {
+		t.Fatalf("clients with other status sequences than [200 200 429]: %v", bad)
+	}
+}

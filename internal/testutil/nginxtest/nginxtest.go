@@ -1,0 +1,179 @@
+// Package nginxtest runs a real nginx in the foreground for tests, so
+// rlproxy's behaviour can be compared with the reference implementation it
+// imitates (limit_req, realip) rather than with a transcription of it.
+//
+// The binary is "nginx" from PATH, else /usr/sbin/nginx (Debian's
+// nginx-light has limit_req, realip and proxy). When neither exists the
+// test is skipped, unless the environment sets RLPROXY_REQUIRE_NGINX=1 (CI),
+// where it fails.
+package nginxtest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// startTimeout bounds how long nginx may take to accept connections.
+const startTimeout = 10 * time.Second
+
+// Listen is the placeholder that Start replaces, in the http{} body, with
+// the free loopback address it chose ("127.0.0.1:PORT"), e.g.
+// `server { listen {{listen}}; ... }`.
+const Listen = "{{listen}}"
+
+// Dir is the placeholder that Start replaces with the server's private
+// directory (for extra files a configuration may want to name).
+const Dir = "{{dir}}"
+
+// Server is one nginx process owned by a test.
+type Server struct {
+	// Addr is the "127.0.0.1:PORT" that replaced {{listen}}.
+	Addr string
+	// URL is "http://" + Addr.
+	URL string
+	// Dir is the prefix directory: configuration, pid, logs and temp paths.
+	Dir string
+
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	stopOnce sync.Once
+}
+
+// Binary returns the nginx executable's path, or "" when none is installed.
+func Binary() string {
+	if p, err := exec.LookPath("nginx"); err == nil {
+		return p
+	}
+	if st, err := os.Stat("/usr/sbin/nginx"); err == nil && !st.IsDir() {
+		return "/usr/sbin/nginx"
+	}
+	return ""
+}
+
+// Start writes a configuration around httpBody (the inside of http{}, with
+// {{listen}} and {{dir}} placeholders), runs nginx in the foreground as a
+// single process (daemon off, master_process off, one worker loop), waits
+// until it accepts connections on {{listen}} and stops it at cleanup.
+// Logs, the pid file and every temp path live in a private directory; the
+// error log is shown when the test fails or nginx does not start.
+func Start(t testing.TB, httpBody string) *Server {
+	t.Helper()
+	bin := Binary()
+	if bin == "" {
+		if os.Getenv("RLPROXY_REQUIRE_NGINX") == "1" {
+			t.Fatal("nginx not found in PATH nor at /usr/sbin/nginx and RLPROXY_REQUIRE_NGINX=1")
+		}
+		t.Skip("skipping: nginx not installed (apt-get install nginx-light, or set RLPROXY_REQUIRE_NGINX=1 to fail instead)")
+	}
+	dir := t.TempDir()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	body := strings.NewReplacer(Listen, addr, Dir, dir).Replace(httpBody)
+	conf := fmt.Sprintf(`worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log info;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path %[1]s/client_body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+%[2]s
+}
+`, dir, body)
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		t.Fatalf("writing nginx.conf: %v", err)
+	}
+	s := &Server{Addr: addr, URL: "http://" + addr, Dir: dir, exited: make(chan struct{})}
+	// -e: nginx opens its default error log before reading the
+	// configuration; point it into dir so no system path is touched.
+	s.cmd = exec.Command(bin, "-p", dir+"/", "-e", filepath.Join(dir, "error.log"), "-c", confPath,
+		"-g", "daemon off; master_process off;")
+	out := &lockedBuffer{}
+	s.cmd.Stdout, s.cmd.Stderr = out, out
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("starting nginx: %v", err)
+	}
+	go func() {
+		_ = s.cmd.Wait() // a killed nginx's exit status is expected
+		close(s.exited)
+	}()
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			t.Logf("nginx error log (%s):\n%s%s", s.Addr, out.String(), s.ErrorLog())
+		}
+	})
+
+	deadline := time.Now().Add(startTimeout)
+	for {
+		select {
+		case <-s.exited:
+			t.Fatalf("nginx exited during start:\n%s%s\nconfiguration:\n%s", out.String(), s.ErrorLog(), conf)
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx did not accept connections on %s within %v:\n%s", addr, startTimeout, s.ErrorLog())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Stop kills nginx and waits for it to exit. It is safe to call twice.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	})
+}
+
+// ErrorLog returns the contents of nginx's error log so far ("" if none).
+func (s *Server) ErrorLog() string {
+	b, _ := os.ReadFile(filepath.Join(s.Dir, "error.log"))
+	return string(b)
+}
+
+// freePort asks the kernel for an unused loopback port. Another process may
+// take it before nginx binds it; Start then fails loudly (nginx exits).
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// lockedBuffer collects nginx's stdout and stderr (written by exec's
+// copying goroutine, read by the test).
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
