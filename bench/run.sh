@@ -18,6 +18,7 @@
 #   BENCH_CLIENT_RATE=5            r/s per well-behaved client; BENCH_ATTACK_RATE=500
 #   BENCH_QUIET_PCT=10             before each run, wait until other processes use
 #   BENCH_QUIET_WAIT=30s           < this % of all CPUs (at most this long; 0 = off)
+#   BENCH_MAX_BG_PCT=20            repeat (twice at most) a run disturbed by more than this
 #   BENCH_OUT=bench/results        output directory
 #   BENCH_KEEP=1                   keep the scratch dir (configs, logs) and print it
 set -euo pipefail
@@ -93,6 +94,6 @@ taskset -c "$load_cpus" "$bin/benchrun" \
 	-r "${BENCH_R:-3}" -warmup "${BENCH_WARMUP:-1s}" -targets "${BENCH_TARGETS:-}" \
 	-attack-duration "${BENCH_ATTACK_DURATION:-10s}" -attack-clients "${BENCH_ATTACK_CLIENTS:-50}" \
 	-client-rate "${BENCH_CLIENT_RATE:-5}" -attack-rate "${BENCH_ATTACK_RATE:-500}" \
-	-quiet-pct "${BENCH_QUIET_PCT:-10}" -quiet-wait "${BENCH_QUIET_WAIT:-30s}" &
+	-quiet-pct "${BENCH_QUIET_PCT:-10}" -quiet-wait "${BENCH_QUIET_WAIT:-30s}" -max-bg-pct "${BENCH_MAX_BG_PCT:-20}" &
 pid=$!
 wait "$pid"

@@ -186,6 +186,7 @@ func coreNginxRun(t *testing.T, c coreNginxCase) (errs []string) {
             proxy_pass %s;
         }
     }`, c.rate, c.limitReq, ngxUp.URL))
+	defer ngx.Stop() // a spoiled attempt's nginx need not outlive it
 	targets := []*coreNginxTarget{{name: "nginx", url: ngx.URL, up: ngxUp}}
 	for _, st := range []string{"memory", "valkey"} {
 		up := rlproxytest.NewUpstream(t)

@@ -53,7 +53,7 @@ type options struct {
 	attackDur             time.Duration
 	clients               int
 	clientRate, attackRPS float64
-	quietPct              float64
+	quietPct, maxBgPct    float64
 	quietWait             time.Duration
 }
 
@@ -80,6 +80,7 @@ func parseFlags() options {
 	flag.Float64Var(&o.attackRPS, "attack-rate", 500, "attacker requests per second")
 	flag.Float64Var(&o.quietPct, "quiet-pct", 10, "before each run, wait until other processes use less than this % of all CPUs (0 = don't wait)")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 30*time.Second, "longest wait for quiet before a run; then it runs anyway")
+	flag.Float64Var(&o.maxBgPct, "max-bg-pct", 20, "repeat (up to 2 times) a run during which other processes used more than this % of all CPUs (0 = never)")
 	flag.Parse()
 	return o
 }
@@ -159,7 +160,7 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 	if err != nil {
 		return err
 	}
-	plan := throughputPlan{reps: o.reps, fullArgs: fullArgs, fullDur: fullDur, halfArgs: halfArgs, halfDur: halfDur, halfDelayMs: o.halfDelayMs, warmup: o.warmup}
+	plan := throughputPlan{reps: o.reps, fullArgs: fullArgs, fullDur: fullDur, halfArgs: halfArgs, halfDur: halfDur, halfDelayMs: o.halfDelayMs, warmup: o.warmup, maxBgPct: o.maxBgPct}
 
 	up, upAddr, err := l.startUpstream(ctx, "")
 	if err != nil {
@@ -177,6 +178,7 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 		"wrk": o.wrkArgs, "half_wrk": o.halfArgs, "half_delay_ms": strconv.Itoa(o.halfDelayMs), "r": strconv.Itoa(o.reps), "warmup": o.warmup.String(),
 		"upstream":  "bench/upstream (Go), 13-byte body",
 		"quiet_pct": strconv.FormatFloat(o.quietPct, 'f', -1, 64), "quiet_wait": o.quietWait.String(),
+		"max_bg_pct": strconv.FormatFloat(o.maxBgPct, 'f', -1, 64),
 	}), Targets: results}
 	md := throughputMarkdown(rep, plan)
 	if err := writeReport(o.outDir, "latest", md, rep); err != nil {

@@ -25,8 +25,14 @@ type throughputPlan struct {
 	// long after every response (0 = closed loop, as fast as it answers).
 	halfDelayMs int
 	warmup      time.Duration // unrecorded wrk run before each full-load run; 0 skips
-	only        []string      // target IDs to run; empty = all
+	// maxBgPct: a run during which other processes used more than this % of
+	// all CPUs is repeated, up to disturbedRetries times (0 = never).
+	maxBgPct float64
+	only     []string // target IDs to run; empty = all
 }
+
+// disturbedRetries bounds how often one disturbed run is repeated.
+const disturbedRetries = 2
 
 // targetSpec declares one row: how to start it.
 type targetSpec struct {
@@ -202,6 +208,10 @@ func (b *bench) runThroughput(ctx context.Context, plan throughputPlan, targets 
 					}
 				}
 				s, err := b.measure(ctx, t, args, d, delayMs)
+				for try := 0; err == nil && plan.maxBgPct > 0 && s.BackgroundCPUPct > plan.maxBgPct && try < disturbedRetries; try++ {
+					progress(fmt.Sprintf("  %s: other processes used %.0f%% of the CPUs meanwhile; repeating the run", t.Name, s.BackgroundCPUPct))
+					s, err = b.measure(ctx, t, args, d, delayMs)
+				}
 				if err != nil {
 					r.Status = "failed: " + err.Error()
 					continue
