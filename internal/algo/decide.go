@@ -9,12 +9,12 @@ import "slices"
 // The meaning of A, B and C depends on the Kind (see docs/DESIGN.md):
 //
 //	LeakyBucket   A = excess E (units), B = last L (Unix ms), C = 1 once charged
-//	TokenBucket   A = tokens T (units), B = last L (Unix ms), C = 1 once charged
+//	TokenBucket   A = deficit D = full − tokens (units), B = last L (Unix ms), C = 1 once charged
 //	FixedWindow   A = window index w (now/Period), B = count n (requests)
 //	SlidingWindow A = window index w, B = current count, C = previous count
 //
 // The buckets need C because their zero A is not idle (E = 0 is one request
-// in flight; T = 0 is an empty bucket). SlidingLog keeps Log and Concurrency
+// in flight; D = 0 is a full bucket that was charged and refilled). SlidingLog keeps Log and Concurrency
 // keeps Leases; the others leave both nil.
 type State struct {
 	A, B, C int64
@@ -119,15 +119,20 @@ func (l *Limit) leaky(s *State, now, c int64) Decision {
 }
 
 // tokenLevel is the token bucket's tokens T' at now in units (B·Period is
-// full and idle). A burst lowered below the stored tokens caps them at once.
+// full and idle). The state keeps the deficit D = tokens taken and not yet
+// refilled, not the tokens, so a reload that raises the burst admits at
+// once and one that lowers it may refuse at once (CONFIG-SPEC "Reload"),
+// as nginx's stored excess does; a deficit beyond the capacity empties the
+// bucket.
 func (l *Limit) tokenLevel(s *State, now int64) int64 {
 	full := l.Burst * l.Period
-	if s.C == 0 || s.A >= full {
+	if s.C == 0 {
 		return full
 	}
+	d := min(s.A, full) // a lowered burst: the bucket is empty, not in debt
 	el := max(now-s.B, 0)
-	el = min(el, ceilDiv(full-s.A, l.Count))
-	return min(s.A+el*l.Count, full)
+	el = min(el, ceilDiv(d, l.Count))
+	return full - max(d-el*l.Count, 0)
 }
 
 // token is the token bucket: capacity Burst, refilled at Count per Period.
@@ -144,7 +149,7 @@ func (l *Limit) token(s *State, now, c int64) Decision {
 	}
 	level := t - c*p
 	if c > 0 {
-		s.A, s.B, s.C = level, max(s.B, now), 1
+		s.A, s.B, s.C = full-level, max(s.B, now), 1
 	}
 	return Decision{Allowed: true, Remaining: level / p, ResetAfter: ceilDiv(full-level, r)}
 }

@@ -358,3 +358,34 @@ func TestRefusalAndPeekChangeNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenBucketReloadedBurst: the token bucket keeps its deficit, so a
+// reload that raises the burst admits at once and one that lowers it may
+// refuse at once (CONFIG-SPEC "Reload"), as the leaky bucket's excess does.
+func TestTokenBucketReloadedBurst(t *testing.T) {
+	const t0 = ReferenceBase
+	five := Limit{Kind: TokenBucket, Count: 1, Period: 3_600_000, Burst: 5}
+	var s State
+	for i := range 5 {
+		if d := five.Decide(&s, t0, 1); !d.Allowed {
+			t.Fatalf("request %d refused", i+1)
+		}
+	}
+	if d := five.Decide(&s, t0, 1); d.Allowed {
+		t.Fatal("6th request accepted by a bucket of 5")
+	}
+	seven := five
+	seven.Burst = 7
+	if d := seven.Decide(&s, t0, 1); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("raised burst 7 after 5 taken: %+v, want accepted with 1 remaining", d)
+	}
+	three := five
+	three.Burst = 3
+	if d := three.Decide(&s, t0, 1); d.Allowed || d.Remaining != 0 || d.RetryAfter != 3_600_000 {
+		t.Fatalf("lowered burst 3 after 6 taken: %+v, want refused, retry in one refill", d)
+	}
+	// Retry-After holds: one refill later a request passes.
+	if d := three.Decide(&s, t0+3_600_000, 1); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("one refill after lowering: %+v, want accepted", d)
+	}
+}

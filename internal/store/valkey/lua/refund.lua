@@ -50,10 +50,10 @@ U[3] = function(key, c, now) -- sliding window: curr (or prev, if the window mov
   end
 end
 
-U[4] = function(key, c, now) -- token bucket: give the c tokens back
+U[4] = function(key, c, now) -- token bucket: give the c tokens back (deficit -= c)
   local s = load(key, 2)
   if s then
-    unsave(key, math.min(s[1] + c.cost * c.period, c.burst * c.period), s[2])
+    unsave(key, math.max(s[1] - c.cost * c.period, 0), s[2])
   end
 end
 
