@@ -13,11 +13,17 @@ import (
 	"rlproxy/internal/config"
 )
 
-// New returns a logger writing to w at cfg.Level: JSON lines when cfg.Format
-// is "json", logfmt-style text otherwise (config validation has already
-// refused other values).
-func New(cfg config.Log, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.Level}
+// New returns the process logger: log/slog writing cfg.Format ("json" or
+// text) to w, at the level held by level — a *slog.LevelVar the caller may
+// Set on reload, so log.level changes take effect without a restart
+// (log.format needs one). A nil level uses cfg.Level, fixed.
+func New(cfg config.Log, w io.Writer, level *slog.LevelVar) *slog.Logger {
+	var lv slog.Leveler = cfg.Level
+	if level != nil {
+		level.Set(cfg.Level)
+		lv = level
+	}
+	opts := &slog.HandlerOptions{Level: lv}
 	if cfg.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}

@@ -15,12 +15,12 @@ import (
 
 func TestNewFormatAndLevel(t *testing.T) {
 	var text, js bytes.Buffer
-	New(config.Log{Level: slog.LevelWarn, Format: "text"}, &text).Info("hidden")
-	New(config.Log{Level: slog.LevelWarn, Format: "text"}, &text).Warn("shown", "k", 1)
+	New(config.Log{Level: slog.LevelWarn, Format: "text"}, &text, nil).Info("hidden")
+	New(config.Log{Level: slog.LevelWarn, Format: "text"}, &text, nil).Warn("shown", "k", 1)
 	if got := text.String(); strings.Contains(got, "hidden") || !strings.Contains(got, "level=WARN msg=shown k=1") {
 		t.Errorf("text output %q", got)
 	}
-	New(config.Log{Level: slog.LevelDebug, Format: "json"}, &js).Debug("d", "k", "v")
+	New(config.Log{Level: slog.LevelDebug, Format: "json"}, &js, nil).Debug("d", "k", "v")
 	var line map[string]any
 	if err := json.Unmarshal(js.Bytes(), &line); err != nil {
 		t.Fatalf("json output %q: %v", js.String(), err)
@@ -62,7 +62,7 @@ func TestSamplerSteps(t *testing.T) {
 
 func TestSamplerLogLines(t *testing.T) {
 	var buf bytes.Buffer
-	log := New(config.Log{Format: "text"}, &buf)
+	log := New(config.Log{Format: "text"}, &buf, nil)
 	s := NewRefusalSampler(log, 3)
 	t0 := time.Unix(1_000_000_000, 0)
 	ctx := context.Background()
@@ -118,5 +118,19 @@ func TestSamplerConcurrent(t *testing.T) {
 	}
 	if ok, n := s.Allow(now.Add(time.Second)); !ok || n != 7990 {
 		t.Errorf("next second: %v, suppressed=%d; want true, 7990", ok, n)
+	}
+}
+
+// TestLevelVar: a reload that sets the LevelVar changes what is logged
+// without a new logger.
+func TestLevelVar(t *testing.T) {
+	var buf bytes.Buffer
+	var lv slog.LevelVar
+	log := New(config.Log{Level: slog.LevelWarn, Format: "text"}, &buf, &lv)
+	log.Info("before")
+	lv.Set(slog.LevelInfo)
+	log.Info("after")
+	if out := buf.String(); strings.Contains(out, "before") || !strings.Contains(out, "after") {
+		t.Fatalf("log = %q, want only the line after the level change", out)
 	}
 }

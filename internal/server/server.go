@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,7 @@ type App struct {
 	path    string
 	opts    Options
 	log     *slog.Logger
+	level   slog.LevelVar // log.level, changed on reload
 	reg     *prometheus.Registry
 	metrics *metrics.Metrics
 	srv     *proxy.Server
@@ -91,11 +93,11 @@ func New(path string, opts Options) (*App, error) {
 	a := &App{
 		path:  path,
 		opts:  opts,
-		log:   logging.New(cfg.Log, w),
 		reg:   prometheus.NewRegistry(),
 		floor: memory.New(memory.Options{MaxKeys: 100_000}),
 		lease: leasePrefix(),
 	}
+	a.log = logging.New(cfg.Log, w, &a.level)
 	a.metrics = metrics.New(a.reg, opts.Version)
 	rt, err := a.build(cfg)
 	if err != nil {
@@ -166,7 +168,13 @@ func (a *App) Start() error {
 	}
 	a.ln = ln
 	if cfg.AdminListen != "" {
-		a.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil }, admin.WithLogger(a.log))
+		opts := []admin.Option{admin.WithLogger(a.log)}
+		// RLPROXY_PPROF=1 adds /debug/pprof/ to the admin listener
+		// (docs/CONFIG.md): opt-in, because profiles expose internals.
+		if os.Getenv("RLPROXY_PPROF") == "1" {
+			opts = append(opts, admin.WithPprof())
+		}
+		a.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil }, opts...)
 		if err := a.adm.Start(); err != nil {
 			ln.Close()
 			return fmt.Errorf("starting admin listener: %w", err)
@@ -353,8 +361,8 @@ func (a *App) Reload(reason string) {
 		a.log.Debug("config unchanged; not reloading", "reason", reason)
 		return
 	}
-	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen || (cfg.TLS == nil) != (old.TLS == nil) {
-		a.log.Warn("listen, admin_listen and turning tls on or off take effect on restart only")
+	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen || (cfg.TLS == nil) != (old.TLS == nil) || cfg.Log.Format != old.Log.Format {
+		a.log.Warn("listen, admin_listen, log.format and turning tls on or off take effect on restart only")
 	}
 	rt, err := a.build(cfg)
 	if err != nil {
@@ -365,6 +373,7 @@ func (a *App) Reload(reason string) {
 		a.cert.Store(cert) // only with the config it belongs to
 	}
 	prev := a.srv.Swap(rt)
+	a.level.Set(cfg.Log.Level)
 	a.metrics.ConfigReload(true, now)
 	a.log.Info("config reloaded", "reason", reason, "routes", len(cfg.Routes), "policies", len(cfg.Policies))
 	time.AfterFunc(cfg.Server.ShutdownTimeout, prev.Close)
