@@ -67,10 +67,13 @@ func NewRuntime(cfg *config.Config, limiter *policy.Limiter, m *metrics.Metrics,
 }
 
 // Close releases the idle upstream connections of a Runtime that is no
-// longer served.
+// longer served, and the quota endpoint's local limiter (its sweeper).
 func (rt *Runtime) Close() {
 	for _, tr := range rt.transport {
 		tr.CloseIdleConnections()
+	}
+	if rt.quota != nil {
+		_ = rt.quota.local.Close()
 	}
 }
 

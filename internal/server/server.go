@@ -233,6 +233,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	_ = a.st.Close()
 	a.mu.Unlock()
 	_ = a.floor.Close()
+	a.srv.Runtime().Close()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}
