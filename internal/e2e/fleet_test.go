@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,5 +185,81 @@ routes:
 	wg.Wait()
 	if len(bad) > 0 {
 		t.Fatalf("clients with other status sequences than [200 200 429]: %v", bad)
+	}
+}
+
+// TestFleetKillFreesLeases: an rlproxy instance killed mid-request holds
+// concurrency slots on Valkey only until their lease expires (no renewal
+// once it is dead); the surviving instance then admits again. Lease 600 ms:
+// slots stay taken at +300 ms after the kill, are free by +1 s.
+func TestFleetKillFreesLeases(t *testing.T) {
+	t.Parallel()
+	srv := redisserver.Start(t)
+	release := make(chan struct{})
+	up := rlproxytest.NewUpstream(t)
+	up.Handler = func(w http.ResponseWriter, r *http.Request) {
+		select { // held until the test ends: only the kill can end these
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}
+	t.Cleanup(func() { close(release) })
+	f := fleet.Start(t, 2, fmt.Sprintf(`
+store: { type: valkey, valkey: { addrs: [%q], timeout: 2s } }
+upstreams: { app: { url: %q } }
+policies:
+  cc: { algorithm: concurrency, limit: 2, lease: 600ms, key: global, on_store_error: deny }
+routes:
+  - { name: cc, upstream: app, policies: [cc] }
+`, srv.Addr, up.URL))
+	// Two long requests through instance 0 take both slots.
+	for range 2 {
+		go func() {
+			resp, err := http.Get(f.URL(0) + "/long")
+			if err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for up.Count() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if up.Count() != 2 {
+		t.Fatalf("upstream saw %d long requests, want 2", up.Count())
+	}
+	// While instance 0 lives it renews its leases: full well past one lease.
+	time.Sleep(900 * time.Millisecond)
+	if resp, _ := rlproxytest.Get(t, nil, f.URL(1)+"/x"); resp.StatusCode != 429 {
+		t.Fatalf("both slots held by a live instance: status %d, want 429", resp.StatusCode)
+	}
+	f.Kill(0)
+	killed := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	if resp, _ := rlproxytest.Get(t, nil, f.URL(1)+"/x"); resp.StatusCode != 429 {
+		t.Fatalf("300 ms after the kill (lease 600 ms): status %d, want 429 (slots still leased)", resp.StatusCode)
+	}
+	time.Sleep(time.Until(killed.Add(time.Second)))
+	// Both dead slots have expired: two new long requests fit again and
+	// reach the upstream (then give up at 500 ms, releasing their slots).
+	var refused atomic.Int32
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Timeout: 500 * time.Millisecond}
+			if resp, err := c.Get(f.URL(1) + "/again"); err == nil {
+				if resp.StatusCode == 429 {
+					refused.Add(1)
+				}
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if up.Count() != 4 || refused.Load() != 0 {
+		t.Fatalf("1 s after the kill: upstream saw %d requests (want 4), %d refused (want 0): the dead instance's leases did not expire",
+			up.Count(), refused.Load())
 	}
 }
