@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 
 	"rlproxy/internal/config"
 )
@@ -24,6 +25,15 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// usage is printed for -h and for a command line rlproxy does not understand.
+const usage = `usage:
+  rlproxy [serve] -config FILE      serve (default configs/rlproxy.yaml)
+  rlproxy validate -config FILE     check a file: exit 0, or FILE:LINE: field: message lines and exit 1
+  rlproxy compare [-store memory|valkey] [-valkey ADDR] [-race] [-memory]
+  rlproxy health [-url URL]         exit 0 if URL (default http://127.0.0.1:9090/healthz) answers 200
+  rlproxy version
+`
+
 // run dispatches a subcommand and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
@@ -31,6 +41,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "validate":
 			return cmdValidate(args[1:], stdout, stderr)
 		case "version":
+			if len(args) > 1 {
+				return badArgs(stderr, "version takes no arguments")
+			}
 			fmt.Fprintf(stdout, "rlproxy %s (%s)\n", version, runtime.Version())
 			return 0
 		case "compare":
@@ -39,22 +52,53 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cmdHealth(args[1:], stdout, stderr)
 		case "serve":
 			args = args[1:]
+		case "help", "-h", "-help", "--help":
+			fmt.Fprint(stdout, usage)
+			return 0
+		default:
+			if !strings.HasPrefix(args[0], "-") {
+				return badArgs(stderr, fmt.Sprintf("unknown command %q", args[0]))
+			}
 		}
 	}
 	return cmdServe(args, stderr)
+}
+
+// badArgs reports a command line rlproxy does not understand (exit 2, as
+// the flag package does).
+func badArgs(stderr io.Writer, msg string) int {
+	fmt.Fprintf(stderr, "rlproxy: %s\n%s", msg, usage)
+	return 2
+}
+
+// parseFlags parses args into fs and refuses leftovers: `rlproxy validate
+// x.yaml` must not quietly check the default file instead.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) bool {
+	if err := fs.Parse(args); err != nil {
+		return false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rlproxy %s: unexpected argument %q (give the file with -config)\n%s", fs.Name(), fs.Arg(0), usage)
+		return false
+	}
+	return true
 }
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "configs/rlproxy.yaml", "configuration file to check")
-	if err := fs.Parse(args); err != nil {
+	if !parseFlags(fs, args, stderr) {
 		return 2
 	}
-	if _, err := config.Load(*path); err != nil {
+	cfg, err := config.Load(*path)
+	if err != nil {
 		fmt.Fprintln(stderr, err) // config.Errors: one FILE:LINE: field: message per line
 		fmt.Fprintf(stderr, "rlproxy: configuration file %s test failed\n", *path)
 		return 1
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(stderr, "%s (warning)\n", w)
 	}
 	fmt.Fprintf(stdout, "rlproxy: configuration file %s test is successful\n", *path)
 	return 0

@@ -145,3 +145,27 @@ routes:
 		t.Errorf("missing file: exit %d, stderr %q; want 1 naming %s", code, stderr, missing)
 	}
 }
+
+// TestCommandLineMistakes: a file given without -config, a misspelled
+// subcommand or a stray argument exits 2 with a message — never a check of
+// the default file reported as success, never a server started.
+func TestCommandLineMistakes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"validate", "other.yaml"}, `rlproxy validate: unexpected argument "other.yaml" (give the file with -config)`},
+		{[]string{"valdiate", "-config", "x.yaml"}, `rlproxy: unknown command "valdiate"`},
+		{[]string{"-config", "x.yaml", "valdiate"}, `rlproxy serve: unexpected argument "valdiate"`},
+		{[]string{"version", "extra"}, `rlproxy: version takes no arguments`},
+		{[]string{"compare", "edge"}, `rlproxy compare: unexpected argument "edge"`},
+	} {
+		code, out, errOut := mainRun(tc.args...)
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, tc.msg) {
+			t.Errorf("rlproxy %v: exit %d, stdout %q, stderr %q; want exit 2 and stderr starting %q", tc.args, code, out, errOut, tc.msg)
+		}
+	}
+	if code, out, _ := mainRun("-h"); code != 0 || !strings.Contains(out, "rlproxy validate -config FILE") {
+		t.Errorf("rlproxy -h: exit %d, %q; want the usage", code, out)
+	}
+}

@@ -14,10 +14,10 @@ import (
 // cmdServe runs the proxy until SIGTERM or SIGINT, then shuts down
 // gracefully (in-flight and waiting requests finish).
 func cmdServe(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("rlproxy", flag.ContinueOnError)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "configs/rlproxy.yaml", "configuration file")
-	if err := fs.Parse(args); err != nil {
+	if !parseFlags(fs, args, stderr) {
 		return 2
 	}
 	app, err := server.New(*path, server.Options{Version: version, Log: stderr})

@@ -17,7 +17,7 @@ func cmdHealth(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	url := fs.String("url", "http://127.0.0.1:9090/healthz", "admin endpoint to probe")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
-	if err := fs.Parse(args); err != nil {
+	if !parseFlags(fs, args, stderr) {
 		return 2
 	}
 	if err := admin.Probe(*url, *timeout); err != nil {

@@ -99,6 +99,7 @@ func New(path string, opts Options) (*App, error) {
 	}
 	a.log = logging.New(cfg.Log, w, &a.level)
 	a.metrics = metrics.New(a.reg, opts.Version)
+	a.warn(cfg)
 	rt, err := a.build(cfg)
 	if err != nil {
 		return nil, err
@@ -359,7 +360,7 @@ func (a *App) Reload(reason string) {
 			a.log.Info("TLS certificate reloaded", "reason", reason)
 			return
 		}
-		a.log.Debug("config unchanged; not reloading", "reason", reason)
+		a.log.Info("config unchanged; not reloading", "reason", reason)
 		return
 	}
 	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen || (cfg.TLS == nil) != (old.TLS == nil) || cfg.Log.Format != old.Log.Format {
@@ -375,9 +376,17 @@ func (a *App) Reload(reason string) {
 	}
 	prev := a.srv.Swap(rt)
 	a.level.Set(cfg.Log.Level)
+	a.warn(cfg)
 	a.metrics.ConfigReload(true, now)
 	a.log.Info("config reloaded", "reason", reason, "routes", len(cfg.Routes), "policies", len(cfg.Policies))
 	time.AfterFunc(cfg.Server.ShutdownTimeout, prev.Close)
+}
+
+// warn logs cfg's warnings: valid settings that are probably mistakes.
+func (a *App) warn(cfg *config.Config) {
+	for _, w := range cfg.Warnings {
+		a.log.Warn("config warning: " + w.String())
+	}
 }
 
 func (a *App) refuse(reason string, now time.Time, err error) {
