@@ -22,6 +22,7 @@ import (
 	"rlproxy/internal/config"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/store"
+	"rlproxy/internal/store/guard"
 )
 
 // Status is what happened to one policy on one request; its String is the
@@ -529,13 +530,17 @@ func (l *Limiter) decideChecks(ctx context.Context, res *Result) {
 	}
 }
 
+// observeStore records one store round trip. A decision the circuit
+// breaker answered without asking the store is no round trip: it is not
+// timed or counted as a store error (the breaker has its own gauge).
 func (l *Limiter) observeStore(start time.Time, err error) {
-	if l.metrics != nil {
-		l.metrics.ObserveStore(time.Since(start))
-		l.metrics.SetStoreUp(err == nil)
-		if err != nil {
-			l.metrics.StoreError()
-		}
+	if l.metrics == nil || errors.Is(err, guard.ErrOpen) {
+		return
+	}
+	l.metrics.ObserveStore(time.Since(start))
+	l.metrics.SetStoreUp(err == nil)
+	if err != nil {
+		l.metrics.StoreError()
 	}
 }
 
