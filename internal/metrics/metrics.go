@@ -70,7 +70,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 		}, []string{"route", "policy", "decision"}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rlproxy_upstream_errors_total",
-			Help: "Proxied requests that failed to reach the upstream or get its response (502/504).",
+			Help: "Proxied requests that failed to reach the upstream or get its response (answered 502).",
 		}, []string{"route"}),
 		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rlproxy_store_up",
