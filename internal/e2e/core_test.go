@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -73,5 +74,29 @@ routes:
 				t.Errorf("RateLimit after 4 s = %q, want %q", got, `"api";r=1;t=8`)
 			}
 		})
+	}
+}
+
+// TestEchoUpstream: the built-in echo upstream answers with the request as
+// an upstream would receive it — X-Forwarded-For already rewritten (an
+// untrusted client's own header dropped).
+func TestEchoUpstream(t *testing.T) {
+	in := rlproxytest.Start(t, `
+upstreams: { demo: { builtin: echo } }
+routes:
+  - { name: all, upstream: demo }
+`)
+	resp, body := rlproxytest.Get(t, nil, in.URL+"/hello?x=1", "X-Forwarded-For", "1.2.3.4")
+	var got struct {
+		Echo    bool              `json:"echo"`
+		Path    string            `json:"path"`
+		Query   string            `json:"query"`
+		Headers map[string]string `json:"headers"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d, body %q: %v", resp.StatusCode, body, err)
+	}
+	if !got.Echo || got.Path != "/hello" || got.Query != "x=1" || got.Headers["X-Forwarded-For"] != "127.0.0.1" {
+		t.Fatalf("echo = %+v, want path /hello, query x=1, X-Forwarded-For 127.0.0.1", got)
 	}
 }

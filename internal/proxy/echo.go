@@ -4,21 +4,25 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+
+	"rlproxy/internal/realip"
 )
 
 // echoHandler is the built-in `echo` upstream: it answers 200 with a JSON
-// description of the request it received (method, path, query, headers,
-// body size), so rlproxy can be tried with nothing else running.
-type echoHandler struct{}
+// description of the request as an upstream would receive it (method, path,
+// query, headers with X-Forwarded-For rewritten, body size), so rlproxy can
+// be tried with nothing else running.
+type echoHandler struct{ realIP *realip.Resolver }
 
-func (echoHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (e echoHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n, _ := io.Copy(io.Discard, r.Body)
-	hdr := make(map[string]string, len(r.Header))
+	hdr := make(map[string]string, len(r.Header)+1)
 	for k, v := range r.Header {
 		if len(v) > 0 {
 			hdr[k] = v[0]
 		}
 	}
+	hdr["X-Forwarded-For"] = e.realIP.ForwardedFor(peerAddr(r.RemoteAddr), r.Header)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(struct {
 		Echo      bool              `json:"echo"`
