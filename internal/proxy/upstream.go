@@ -47,7 +47,7 @@ func NewRuntime(cfg *config.Config, limiter *policy.Limiter, m *metrics.Metrics,
 	for _, route := range limiter.Routes() {
 		u := cfg.Upstreams[route.Upstream]
 		if u.Builtin == "echo" {
-			rt.upstreams[route.Name] = &upstream{plain: echoHandler{}, limited: echoHandler{}}
+			rt.upstreams[route.Name] = &upstream{plain: echoHandler{ri}, limited: echoHandler{ri}}
 			continue
 		}
 		var errs prometheus.Counter
@@ -94,6 +94,10 @@ func newTransport(u *config.Upstream) (*http.Transport, error) {
 		TLSHandshakeTimeout:   5 * time.Second,
 		ResponseHeaderTimeout: u.ResponseHeaderTimeout,
 		ExpectContinueTimeout: time.Second,
+		// A proxy passes the client's Accept-Encoding through: without
+		// this the transport would ask for gzip on its own and unzip the
+		// answer, costing CPU on both sides for nothing.
+		DisableCompression: true,
 	}
 	if u.URL != nil && u.URL.Scheme == "https" {
 		pool, err := tlsutil.CertPool(u.CAFile)
@@ -106,26 +110,43 @@ func newTransport(u *config.Upstream) (*http.Transport, error) {
 	return tr, nil
 }
 
-// bufferPool shares 32 KiB copy buffers between responses (httputil.BufferPool).
+// copyBufSize is the size of the response copy buffers (io.Copy's default).
+const copyBufSize = 32 << 10
+
+// bufferPool shares copy buffers between responses (httputil.BufferPool).
+// It pools array pointers, so Put converts the slice back without
+// allocating (pooling *[]byte would allocate a slice header per Put).
 type bufferPool struct{ p sync.Pool }
 
 func newBufferPool() *bufferPool {
 	bp := &bufferPool{}
-	bp.p.New = func() any { b := make([]byte, 32<<10); return &b }
+	bp.p.New = func() any { return new([copyBufSize]byte) }
 	return bp
 }
 
-func (bp *bufferPool) Get() []byte  { return *bp.p.Get().(*[]byte) }
-func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
+func (bp *bufferPool) Get() []byte { return bp.p.Get().(*[copyBufSize]byte)[:] }
+func (bp *bufferPool) Put(b []byte) {
+	if cap(b) >= copyBufSize { // only ours: anything else is left to the GC
+		bp.p.Put((*[copyBufSize]byte)(b[:copyBufSize]))
+	}
+}
+
+// X-Forwarded-Proto values; Rewrite copies them into a per-request array.
+const (
+	protoHTTP  = "http"
+	protoHTTPS = "https"
+)
 
 func newReverseProxy(u *config.Upstream, tr *http.Transport, ri *realip.Resolver, errs prometheus.Counter, log *slog.Logger, limited bool) *httputil.ReverseProxy {
 	target := u.URL
 	rp := &httputil.ReverseProxy{
 		Transport:  tr,
 		BufferPool: newBufferPool(),
-		// Streamed responses (SSE) are flushed as they come; -1 flushes
-		// after every write only for those with no Content-Length.
-		FlushInterval: -1,
+		// 0: ReverseProxy still flushes every write of streamed responses
+		// (text/event-stream, or no Content-Length); a response of known
+		// length is written through the server's buffer. (-1 would flush
+		// every response after every write and arm a timer per request.)
+		FlushInterval: 0,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host
@@ -133,13 +154,16 @@ func newReverseProxy(u *config.Upstream, tr *http.Transport, ri *realip.Resolver
 			// peer; an untrusted peer alone (its own header is dropped, so a
 			// client cannot forge its way into the upstream's logs).
 			peer := peerAddr(pr.In.RemoteAddr)
-			pr.Out.Header["X-Forwarded-For"] = []string{ri.ForwardedFor(peer, pr.In.Header)}
-			pr.Out.Header["X-Forwarded-Host"] = []string{pr.In.Host}
+			// One backing array for the three values (one allocation);
+			// each slice is capped so an append elsewhere copies.
+			proto := protoHTTP
 			if pr.In.TLS != nil {
-				pr.Out.Header["X-Forwarded-Proto"] = []string{"https"}
-			} else {
-				pr.Out.Header["X-Forwarded-Proto"] = []string{"http"}
+				proto = protoHTTPS
 			}
+			v := &[3]string{ri.ForwardedFor(peer, pr.In.Header), pr.In.Host, proto}
+			pr.Out.Header["X-Forwarded-For"] = v[0:1:1]
+			pr.Out.Header["X-Forwarded-Host"] = v[1:2:2]
+			pr.Out.Header["X-Forwarded-Proto"] = v[2:3:3]
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
