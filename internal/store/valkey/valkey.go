@@ -11,12 +11,13 @@ package valkey
 
 import (
 	"context"
+	"crypto/sha1"
 	"crypto/tls"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -76,6 +77,8 @@ type Store struct {
 	// right to create it (a one-slot semaphore that never blocks callers).
 	conn       atomic.Pointer[valkeygo.Client]
 	connecting chan struct{}
+
+	limits limitCache // each limit's ARGV strings (args.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -88,24 +91,9 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 	if len(opt.Addrs) == 0 {
 		return nil, errors.New("creating valkey store: no address")
 	}
-	var src strings.Builder
-	for _, name := range []string{
-		"prelude.lua",
-		"fixed_window.lua",
-		"sliding_log.lua",
-		"sliding_window.lua",
-		"token_bucket.lua",
-		"leaky_bucket.lua",
-		"concurrency.lua",
-		"refund.lua",
-		"dispatch.lua",
-	} {
-		b, err := luaFiles.ReadFile("lua/" + name)
-		if err != nil {
-			return nil, fmt.Errorf("loading script %s: %w", name, err)
-		}
-		src.Write(b)
-		src.WriteByte('\n')
+	src, err := scriptSource()
+	if err != nil {
+		return nil, err
 	}
 	s := &Store{
 		opt: valkeygo.ClientOption{
@@ -123,7 +111,7 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 		},
 		prefix:     opt.KeyPrefix,
 		tmo:        opt.Timeout,
-		script:     valkeygo.NewLuaScript(src.String()),
+		script:     valkeygo.NewLuaScript(src),
 		connecting: make(chan struct{}, 1),
 	}
 	if opt.Timeout > 0 {
@@ -132,6 +120,51 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 	// A failure here is not fatal: Decide connects on demand.
 	_, _ = s.Client(ctx)
 	return s, nil
+}
+
+// scriptSource concatenates the embedded script parts into the one
+// decision script. Errors: a part missing from the embedded files.
+func scriptSource() (string, error) {
+	var src strings.Builder
+	for _, name := range []string{
+		"prelude.lua",
+		"fixed_window.lua",
+		"sliding_log.lua",
+		"sliding_window.lua",
+		"token_bucket.lua",
+		"leaky_bucket.lua",
+		"concurrency.lua",
+		"refund.lua",
+		"dispatch.lua",
+	} {
+		b, err := luaFiles.ReadFile("lua/" + name)
+		if err != nil {
+			return "", fmt.Errorf("loading script %s: %w", name, err)
+		}
+		src.Write(b)
+		src.WriteByte('\n')
+	}
+	return src.String(), nil
+}
+
+// Script returns the decision script's source exactly as Decide sends it
+// (EVAL on NOSCRIPT), for benchmarks that drive the server directly
+// (redis-benchmark EVALSHA, bench/valkey.sh). Its arguments are described
+// in lua/dispatch.lua. It panics only if the embedded parts are missing,
+// which New reports as an error first.
+func Script() string {
+	src, err := scriptSource()
+	if err != nil {
+		panic(err)
+	}
+	return src
+}
+
+// ScriptSHA returns the lowercase hex SHA-1 of Script: the name Decide
+// calls it by (EVALSHA) once the server has it (SCRIPT LOAD).
+func ScriptSHA() string {
+	sum := sha1.Sum([]byte(Script()))
+	return hex.EncodeToString(sum[:])
 }
 
 // Client returns the valkey-go client, connecting first if needed, for raw
@@ -323,29 +356,10 @@ func (s *Store) refund(checks []store.Check, groups [][]int, now int64) error {
 
 // exec runs the script in mode over checks at now and returns its reply.
 func (s *Store) exec(ctx context.Context, c valkeygo.Client, mode string, checks []store.Check, now int64) ([]valkeygo.ValkeyMessage, error) {
-	keys := make([]string, len(checks))
-	args := make([]string, 2, 2+argsPerCheck*len(checks))
-	args[0] = strconv.FormatInt(now, 10)
-	args[1] = mode
-	for i, ch := range checks {
-		keys[i] = ch.Key
-		l := ch.Limit
-		noDelay := "0"
-		if l.NoDelay {
-			noDelay = "1"
-		}
-		args = append(args,
-			strconv.Itoa(int(l.Kind)),
-			strconv.FormatInt(l.Count, 10),
-			strconv.FormatInt(l.Period, 10),
-			strconv.FormatInt(l.Burst, 10),
-			strconv.FormatInt(l.Delay, 10),
-			noDelay,
-			strconv.FormatInt(ch.Cost, 10),
-			ch.Lease,
-		)
-	}
-	return s.script.Exec(ctx, c, keys, args).ToArray()
+	b := execBufs.Get().(*execBuf)
+	defer b.release()
+	s.scriptArgs(b, mode, checks, now)
+	return s.script.Exec(ctx, c, b.keys, b.args).ToArray()
 }
 
 // run decides checks (all in one slot) with one script run in mode

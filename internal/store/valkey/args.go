@@ -1,0 +1,102 @@
+package valkey
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"rlproxy/internal/algo"
+	"rlproxy/internal/store"
+)
+
+// limitArgs is a limit's part of the script's ARGV (lua/dispatch.lua):
+// kind, count, period, burst, delay, nodelay, as decimal strings.
+type limitArgs [6]string
+
+func formatLimit(l *algo.Limit) *limitArgs {
+	noDelay := "0"
+	if l.NoDelay {
+		noDelay = "1"
+	}
+	return &limitArgs{
+		strconv.Itoa(int(l.Kind)),
+		strconv.FormatInt(l.Count, 10),
+		strconv.FormatInt(l.Period, 10),
+		strconv.FormatInt(l.Burst, 10),
+		strconv.FormatInt(l.Delay, 10),
+		noDelay,
+	}
+}
+
+// maxCachedLimits bounds limitCache: a configuration has a few limits,
+// but reloads may bring new ones; past the bound, limits are formatted
+// per call (correct, only slower).
+const maxCachedLimits = 1024
+
+// limitCache keeps each limit's ARGV strings, so a decision formats no
+// number that the configuration fixed (the request path then allocates no
+// strings for them). Reads are a lock-free map lookup; a new limit copies
+// the map under mu. The zero value is ready to use.
+type limitCache struct {
+	m  atomic.Pointer[map[algo.Limit]*limitArgs]
+	mu sync.Mutex
+}
+
+func (c *limitCache) get(l *algo.Limit) *limitArgs {
+	if m := c.m.Load(); m != nil {
+		if a, ok := (*m)[*l]; ok {
+			return a
+		}
+	}
+	a := formatLimit(l)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil && len(*old) >= maxCachedLimits {
+		return a
+	}
+	m := make(map[algo.Limit]*limitArgs, 1+lenOf(old))
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	m[*l] = a
+	c.m.Store(&m)
+	return a
+}
+
+func lenOf(m *map[algo.Limit]*limitArgs) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
+}
+
+// execBuf is the KEYS and ARGV scratch of one script run. valkey-go copies
+// both into its command, so they go back to execBufs once it is built and run.
+type execBuf struct{ keys, args []string }
+
+var execBufs = sync.Pool{New: func() any { return new(execBuf) }}
+
+// release returns b to execBufs, dropping its strings (client keys must
+// not outlive the request in a pool).
+func (b *execBuf) release() {
+	clear(b.keys)
+	clear(b.args)
+	execBufs.Put(b)
+}
+
+// scriptArgs fills b with KEYS and ARGV for checks in mode at now
+// (lua/dispatch.lua: now, mode, then argsPerCheck values per check).
+func (s *Store) scriptArgs(b *execBuf, mode string, checks []store.Check, now int64) {
+	b.keys = b.keys[:0]
+	b.args = append(b.args[:0], strconv.FormatInt(now, 10), mode)
+	for i := range checks {
+		ch := &checks[i]
+		b.keys = append(b.keys, ch.Key)
+		la := s.limits.get(&ch.Limit)
+		b.args = append(b.args, la[:]...)
+		b.args = append(b.args, strconv.FormatInt(ch.Cost, 10), ch.Lease)
+	}
+}
