@@ -44,50 +44,109 @@ func retryAfterSec(ms int64) int64 { return max(ceilSec(ms), 1) }
 // setQuotaHeaders writes the configured header sets for res onto h: every
 // response of a limited route carries them, allowed or not (CONFIG-SPEC).
 // Policies the store could not decide, and exempt ones, are left out.
+//
+// Hot path: every value is appended to one stack buffer, copied into one
+// string and sliced from it, and the []string values share one backing
+// array — two allocations per response whatever the header sets.
 func setQuotaHeaders(h http.Header, sets config.HeaderSet, res *policy.Result) {
-	if res.Binding < 0 {
+	if res.Binding < 0 || sets&(config.HeadersRateLimit|config.HeadersRateLimitLegacy|config.HeadersXRateLimit) == 0 {
 		return
 	}
+	var (
+		buf  [512]byte
+		ends [qhCount]int // end of each value in b; 0 = not built
+	)
+	b := buf[:0]
 	if sets&config.HeadersRateLimit != 0 {
-		var pol, rl []byte
+		first := true
 		for i := range res.Items {
 			it := &res.Items[i]
 			if res.KeyFor(i) == "" || it.Unknown {
 				continue
 			}
-			if len(pol) > 0 {
-				pol = append(pol, ", "...)
-				rl = append(rl, ", "...)
+			if !first {
+				b = append(b, ", "...)
 			}
+			first = false
 			p := it.Policy
-			pol = append(pol, p.HeaderName...)
-			pol = append(pol, ";q="...)
-			pol = strconv.AppendInt(pol, p.Quota, 10)
-			pol = append(pol, ";w="...)
-			pol = strconv.AppendInt(pol, p.Window, 10)
-			rl = append(rl, p.HeaderName...)
-			rl = append(rl, ";r="...)
-			rl = strconv.AppendInt(rl, max(it.Decision.Remaining, 0), 10)
-			rl = append(rl, ";t="...)
-			rl = strconv.AppendInt(rl, ceilSec(it.Decision.ResetAfter), 10)
+			b = append(b, p.HeaderName...)
+			b = append(b, ";q="...)
+			b = strconv.AppendInt(b, p.Quota, 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, p.Window, 10)
 		}
-		h[hdrPolicy] = []string{string(pol)}
-		h[hdrRateLimit] = []string{string(rl)}
+		ends[qhPolicy] = len(b)
+		first = true
+		for i := range res.Items {
+			it := &res.Items[i]
+			if res.KeyFor(i) == "" || it.Unknown {
+				continue
+			}
+			if !first {
+				b = append(b, ", "...)
+			}
+			first = false
+			b = append(b, it.Policy.HeaderName...)
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, max(it.Decision.Remaining, 0), 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, ceilSec(it.Decision.ResetAfter), 10)
+		}
+		ends[qhRateLimit] = len(b)
 	}
-	b := &res.Items[res.Binding]
-	limit := strconv.FormatInt(b.Policy.Quota, 10)
-	remaining := strconv.FormatInt(max(b.Decision.Remaining, 0), 10)
+	bd := &res.Items[res.Binding]
+	if sets&(config.HeadersRateLimitLegacy|config.HeadersXRateLimit) != 0 {
+		b = strconv.AppendInt(b, bd.Policy.Quota, 10)
+		ends[qhLimit] = len(b)
+		b = strconv.AppendInt(b, max(bd.Decision.Remaining, 0), 10)
+		ends[qhRemaining] = len(b)
+	}
 	if sets&config.HeadersRateLimitLegacy != 0 {
-		h[hdrLegacyLimit] = []string{limit}
-		h[hdrLegacyRemaining] = []string{remaining}
-		h[hdrLegacyReset] = []string{strconv.FormatInt(ceilSec(b.Decision.ResetAfter), 10)}
+		b = strconv.AppendInt(b, ceilSec(bd.Decision.ResetAfter), 10)
+		ends[qhLegacyReset] = len(b)
 	}
 	if sets&config.HeadersXRateLimit != 0 {
-		h[hdrXLimit] = []string{limit}
-		h[hdrXRemaining] = []string{remaining}
-		h[hdrXReset] = []string{strconv.FormatInt(ceilSec(res.Now+b.Decision.ResetAfter), 10)}
+		b = strconv.AppendInt(b, ceilSec(res.Now+bd.Decision.ResetAfter), 10)
+		ends[qhXReset] = len(b)
+	}
+	all := string(b)
+	vals := new([qhCount]string)
+	from := 0
+	for i, end := range ends {
+		if end > 0 {
+			vals[i], from = all[from:end], end
+		}
+	}
+	// Each value is a capped one-element window of vals, so an append
+	// by a later writer copies instead of overwriting its neighbour.
+	v := func(i int) []string { return vals[i : i+1 : i+1] }
+	if sets&config.HeadersRateLimit != 0 {
+		h[hdrPolicy] = v(qhPolicy)
+		h[hdrRateLimit] = v(qhRateLimit)
+	}
+	if sets&config.HeadersRateLimitLegacy != 0 {
+		h[hdrLegacyLimit] = v(qhLimit)
+		h[hdrLegacyRemaining] = v(qhRemaining)
+		h[hdrLegacyReset] = v(qhLegacyReset)
+	}
+	if sets&config.HeadersXRateLimit != 0 {
+		h[hdrXLimit] = v(qhLimit)
+		h[hdrXRemaining] = v(qhRemaining)
+		h[hdrXReset] = v(qhXReset)
 	}
 }
+
+// Indices of the values setQuotaHeaders builds (limit and remaining serve
+// both the legacy and the X- sets).
+const (
+	qhPolicy = iota
+	qhRateLimit
+	qhLimit
+	qhRemaining
+	qhLegacyReset
+	qhXReset
+	qhCount
+)
 
 // stripQuotaHeaders removes quota headers an upstream may have sent, so the
 // client sees only rlproxy's (which are already on the response writer).

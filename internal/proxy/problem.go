@@ -1,9 +1,9 @@
 package proxy
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"rlproxy/internal/policy"
 )
@@ -34,54 +34,149 @@ var problems = [...]struct {
 	problemQuotaLimited: {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "the quota endpoint is asked too often", http.StatusTooManyRequests},
 }
 
-// problemBody is RFC 9457 problem details plus the rate-limit members the
-// brief asks for (whole seconds). Members are omitted when they do not apply.
-type problemBody struct {
-	Type       string `json:"type"`
-	Title      string `json:"title"`
-	Status     int    `json:"status"`
-	Detail     string `json:"detail"`
-	Instance   string `json:"instance"`
-	Policy     string `json:"policy,omitempty"`
-	RetryAfter int64  `json:"retryAfter,omitempty"`
-	Limit      *int64 `json:"limit,omitempty"`
-	Remaining  *int64 `json:"remaining,omitempty"`
-	Reset      *int64 `json:"reset,omitempty"`
-	Window     *int64 `json:"window,omitempty"`
-}
-
 // writeProblem is the one place rlproxy answers in its own name. For
 // refusals (rt and res non-nil) it sets Retry-After and describes the
 // binding policy. Every such answer is uncacheable (RFC 6585 §4 for 429).
+//
+// The body is RFC 9457 problem details plus the rate-limit members the
+// brief asks for (whole seconds), members in this order: type, title,
+// status, detail, instance, then policy, retryAfter, limit, remaining,
+// reset, window only when they apply. It is appended into one buffer (the
+// refusal path is hot under attack) with encoding/json's string escaping,
+// so the bytes are what json.Marshal of the former struct gave.
 func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *Runtime, res *policy.Result) {
 	p := &problems[kind]
-	body := problemBody{Type: p.typ, Title: p.title, Status: p.status, Detail: p.detail, Instance: r.URL.Path}
+	status, detail := p.status, p.detail
 	h := w.Header()
+	var (
+		ra   int64
+		it   *policy.Item
+		vals = new([4]string) // Retry-After, Content-Type, Cache-Control, Content-Length
+	)
 	if res != nil {
 		if rt != nil && (kind == problemRateLimited || kind == problemQueueFull) {
-			body.Status = rt.Config.Response.Status
+			status = rt.Config.Response.Status
 		}
-		ra := retryAfterSec(res.RetryAfter)
-		h[hdrRetryAfter] = []string{strconv.FormatInt(ra, 10)}
-		body.RetryAfter = ra
+		ra = retryAfterSec(res.RetryAfter)
 		if res.Binding >= 0 {
-			it := &res.Items[res.Binding]
-			lim, rem, reset, win := it.Policy.Quota, max(it.Decision.Remaining, 0), ceilSec(it.Decision.ResetAfter), it.Policy.Window
-			body.Policy = it.Policy.Name
-			body.Limit, body.Remaining, body.Reset, body.Window = &lim, &rem, &reset, &win
-			if body.Detail == "" {
-				body.Detail = "policy " + strconv.Quote(it.Policy.Name) + " allows " + strconv.FormatInt(lim, 10) +
-					" requests per " + strconv.FormatInt(win, 10) + " s; retry in " + strconv.FormatInt(ra, 10) + " s"
-			}
+			it = &res.Items[res.Binding]
 		}
 	}
-	if body.Detail == "" {
-		body.Detail = "request refused"
+	// One allocation (Write's argument escapes): sized for a refusal body
+	// with a short path; a long one grows it.
+	b := append(make([]byte, 0, 512), `{"type":`...)
+	b = appendJSONString(b, p.typ)
+	b = append(b, `,"title":`...)
+	b = appendJSONString(b, p.title)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, `,"detail":`...)
+	switch {
+	case detail != "":
+		b = appendJSONString(b, detail)
+	case it != nil:
+		// policy "NAME" allows N requests per W s; retry in R s
+		var d [256]byte
+		db := append(d[:0], "policy "...)
+		db = strconv.AppendQuote(db, it.Policy.Name)
+		db = append(db, " allows "...)
+		db = strconv.AppendInt(db, it.Policy.Quota, 10)
+		db = append(db, " requests per "...)
+		db = strconv.AppendInt(db, it.Policy.Window, 10)
+		db = append(db, " s; retry in "...)
+		db = strconv.AppendInt(db, ra, 10)
+		db = append(db, " s"...)
+		b = appendJSONString(b, db)
+	default:
+		b = appendJSONString(b, "request refused")
 	}
-	b, _ := json.Marshal(&body) // cannot fail: strings and ints only
-	h["Content-Type"] = []string{"application/problem+json"}
-	h["Cache-Control"] = []string{"no-store"}
-	h["Content-Length"] = []string{strconv.Itoa(len(b) + 1)}
-	w.WriteHeader(body.Status)
-	_, _ = w.Write(append(b, '\n'))
+	b = append(b, `,"instance":`...)
+	b = appendJSONString(b, r.URL.Path)
+	if it != nil && it.Policy.Name != "" {
+		b = append(b, `,"policy":`...)
+		b = appendJSONString(b, it.Policy.Name)
+	}
+	if ra != 0 {
+		b = append(b, `,"retryAfter":`...)
+		b = strconv.AppendInt(b, ra, 10)
+	}
+	if it != nil {
+		b = append(b, `,"limit":`...)
+		b = strconv.AppendInt(b, it.Policy.Quota, 10)
+		b = append(b, `,"remaining":`...)
+		b = strconv.AppendInt(b, max(it.Decision.Remaining, 0), 10)
+		b = append(b, `,"reset":`...)
+		b = strconv.AppendInt(b, ceilSec(it.Decision.ResetAfter), 10)
+		b = append(b, `,"window":`...)
+		b = strconv.AppendInt(b, it.Policy.Window, 10)
+	}
+	b = append(b, "}\n"...)
+	if res != nil {
+		vals[0] = strconv.FormatInt(ra, 10)
+		h[hdrRetryAfter] = vals[0:1:1]
+	}
+	vals[1], vals[2], vals[3] = "application/problem+json", "no-store", strconv.Itoa(len(b))
+	h["Content-Type"] = vals[1:2:2]
+	h["Cache-Control"] = vals[2:3:3]
+	h["Content-Length"] = vals[3:4:4]
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string the way encoding/json writes
+// it (HTML-safe): '"', '\\' and control characters escaped (\b \f \n \r \t
+// short forms), '<', '>', '&', U+2028 and U+2029 as \u escapes, invalid
+// UTF-8 as U+FFFD.
+func appendJSONString[S string | []byte](b []byte, s S) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		var rb [utf8.UTFMax]byte
+		r, size := utf8.DecodeRune(rb[:copy(rb[:], s[i:])])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
