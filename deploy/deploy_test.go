@@ -22,7 +22,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/redisserver"
 )
 
@@ -474,7 +474,7 @@ func serveComposeConfig(t *testing.T, bin string, health []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listen, admin := freeAddr(t), freeAddr(t)
+	listen, admin := netutil.FreeAddr(t), netutil.FreeAddr(t)
 	cfg := string(orig)
 	for from, to := range map[string]string{
 		`listen: ":8080"`:       `listen: "` + listen + `"`,
@@ -494,20 +494,15 @@ func serveComposeConfig(t *testing.T, bin string, health []string) {
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer
+	var stderr netutil.LockedBuffer
 	cmd := exec.Command(bin, "-config", path)
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	proc, err := netutil.Start(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	done := false
 	defer func() {
-		if !done {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		proc.Kill() // nothing to do after a clean SIGTERM exit
 		if t.Failed() {
 			t.Logf("rlproxy stderr:\n%s", stderr.String())
 		}
@@ -583,48 +578,17 @@ func serveComposeConfig(t *testing.T, bin string, health []string) {
 		t.Errorf("after the reload: RateLimit-Policy %q, want q=6", resp.Header.Get("RateLimit-Policy"))
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		done = true
-		if err != nil {
+	case <-proc.Exited():
+		if err := proc.Err(); err != nil {
 			t.Errorf("rlproxy exited with %v after SIGTERM, want 0", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("rlproxy still running 10 s after SIGTERM")
 	}
-}
-
-// lockedBuffer is a strings.Builder safe for the exec copier goroutine
-// and the test reading it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// freeAddr returns a loopback address with a port that was free just now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // grepLines returns the lines of s containing substr.

@@ -96,13 +96,20 @@ func (d *decoder) object(n *yaml.Node, path string, line int, known ...string) o
 		o.bad = true
 		return o
 	}
-	d.addFields(o, n, known, false)
+	d.addFields(o, n, known, false, map[*yaml.Node]bool{})
 	return o
 }
 
 // addFields adds the fields of mapping n to o; merged fields never replace
-// explicit ones nor count as duplicates.
-func (d *decoder) addFields(o object, n *yaml.Node, known []string, merged bool) {
+// explicit ones nor count as duplicates. seen holds the mappings already
+// added: merging one again adds nothing, and skipping it keeps a merge cycle
+// (`&a {<<: *a}`) from recursing forever and nested merges of one anchor
+// (`&x1 {<<: [*x0, *x0]}`, ...) from growing exponentially.
+func (d *decoder) addFields(o object, n *yaml.Node, known []string, merged bool, seen map[*yaml.Node]bool) {
+	if seen[n] {
+		return
+	}
+	seen[n] = true
 	var merges []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -138,7 +145,7 @@ func (d *decoder) addFields(o object, n *yaml.Node, known []string, merged bool)
 				d.errorf(s, o.path, "merge key (<<) wants a mapping, not %s", describe(s))
 				continue
 			}
-			d.addFields(o, s, known, true)
+			d.addFields(o, s, known, true, seen)
 		}
 	}
 }

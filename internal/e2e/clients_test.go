@@ -29,20 +29,6 @@ import (
 	"rlproxy/internal/testutil/rlproxytest"
 )
 
-// clientsStores are the stores every cheap test runs on.
-var clientsStores = []string{"memory", "valkey"}
-
-// clientsStore returns the store section for name and, for valkey, the
-// redis-server behind it (nil for memory).
-func clientsStore(t *testing.T, name string) (string, *redisserver.Server) {
-	t.Helper()
-	if name == "memory" {
-		return "store: { type: memory }\n", nil
-	}
-	srv := redisserver.Start(t)
-	return fmt.Sprintf("store: { type: valkey, valkey: { addrs: [%q], timeout: 1s } }\n", srv.Addr), srv
-}
-
 // clientsKeys lists every key of srv with SCAN (never KEYS).
 func clientsKeys(t *testing.T, srv *redisserver.Server) []string {
 	t.Helper()
@@ -116,10 +102,10 @@ var clientsRawCredentials = []string{"rawkey-alpha-7731", "rawkey-beta-9904", "q
 // addresses, multi-line X-Forwarded-For and Forwarded. On Valkey it also
 // checks the key names: fixed size, credentials hashed, never verbatim.
 func TestClientKeySources(t *testing.T) {
-	for _, st := range clientsStores {
+	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
-			storeY, srv := clientsStore(t, st)
+			storeY, srv := e2eStore(t, st)
 			up := rlproxytest.NewUpstream(t)
 			var pols, routes strings.Builder
 			for _, p := range []struct{ name, burst, key string }{
@@ -293,7 +279,7 @@ policies:
 // X-Forwarded-For is then ignored.
 func TestClientForwardedHeader(t *testing.T) {
 	t.Parallel()
-	storeY, srv := clientsStore(t, "valkey")
+	storeY, srv := e2eStore(t, "valkey")
 	up := rlproxytest.NewUpstream(t)
 	in := rlproxytest.Start(t, storeY+fmt.Sprintf(`
 real_ip: { header: Forwarded, trusted_proxies: [127.0.0.1] }
@@ -358,18 +344,6 @@ routes:
 	clientsExpect(t, "tampered from .3 → .3's ip", clientsSeq(t, c3, in.URL+"/x", 3, "Authorization", "Bearer "+tampered), "[200 200 429]")
 }
 
-// clientsAwayFromBoundary waits, when needed, so that the next `need` of
-// real time stays inside one epoch-aligned window of length w.
-func clientsAwayFromBoundary(t *testing.T, w, need time.Duration) {
-	t.Helper()
-	now := time.Now()
-	left := w - time.Duration(now.UnixMilli()%w.Milliseconds())*time.Millisecond
-	if left < need {
-		t.Logf("waiting %v for the next %v window", left, w)
-		time.Sleep(left + 100*time.Millisecond)
-	}
-}
-
 // clientsHeaders returns resp's RateLimit-Policy and RateLimit headers.
 func clientsHeaders(resp *http.Response) (string, string) {
 	return resp.Header.Get("RateLimit-Policy"), resp.Header.Get("RateLimit")
@@ -379,12 +353,10 @@ func clientsHeaders(resp *http.Response) (string, string) {
 // unaffected, unknown keys share the default plan per client ip (inventing
 // keys buys nothing), and headers list one member per plan policy.
 func TestClientPlans(t *testing.T) {
-	for _, st := range clientsStores {
+	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
-			storeY, _ := clientsStore(t, st)
-			up := rlproxytest.NewUpstream(t)
-			in := rlproxytest.Start(t, storeY+fmt.Sprintf(`
+			in, _ := e2eStart(t, st, `
 quota_endpoint: { path: /rate-limit }
 upstreams: { app: { url: %q } }
 policies:
@@ -402,8 +374,8 @@ plans:
       pro:  [pro_hourly, pro_daily]
 routes:
   - { name: api, match: { path_prefix: /api/ }, upstream: app, plan: tiers }
-`, up.URL))
-			clientsAwayFromBoundary(t, time.Hour, 30*time.Second)
+`)
+			e2eAwayFromBoundary(t, time.Hour, 30*time.Second)
 			c2 := rlproxytest.ClientFrom("127.0.0.2")
 			ok := 0
 			var last *http.Response
@@ -485,7 +457,7 @@ plans:
 routes:
   - { name: api, match: { path_prefix: / }, upstream: app, policies: [d_route], plan: tiers }
 `, up.URL))
-	clientsAwayFromBoundary(t, time.Hour, 10*time.Second)
+	e2eAwayFromBoundary(t, time.Hour, 10*time.Second)
 	c := rlproxytest.ClientFrom("127.0.0.2")
 	clientsExpect(t, "daily 3", clientsSeq(t, c, in.URL+"/x", 3, "X-API-Key", "k1"), "[200 200 200]")
 	resp, body := rlproxytest.Get(t, c, in.URL+"/x", "X-API-Key", "k1")
@@ -587,19 +559,17 @@ type clientsQuota struct {
 // the last response's RateLimit header, 100 calls spend nothing, and the
 // endpoint itself refuses the 21st quick call of one client ip (burst 20).
 func TestClientQuotaEndpoint(t *testing.T) {
-	for _, st := range clientsStores {
+	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
-			storeY, _ := clientsStore(t, st)
-			up := rlproxytest.NewUpstream(t)
-			in := rlproxytest.Start(t, storeY+fmt.Sprintf(`
+			in, _ := e2eStart(t, st, `
 quota_endpoint: { path: /rate-limit, rate: 1r/m, burst: 20 }
 upstreams: { app: { url: %q } }
 policies:
   q_api: { algorithm: token_bucket, rate: 1r/h, burst: 10, key: [header:X-API-Key, ip] }
 routes:
   - { name: api, match: { path_prefix: /api/ }, upstream: app, policies: [q_api] }
-`, up.URL))
+`)
 			const key = "quota-key-1"
 			c := rlproxytest.ClientFrom("127.0.0.2")
 			var last *http.Response
@@ -688,16 +658,6 @@ func (h *clientsHoldUpstream) Free() {
 	h.hold = make(chan struct{})
 }
 
-// clientsWait polls cond every 10 ms for up to 5 s.
-func clientsWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // clientsLaunch starts n held GETs at once and returns a channel of their statuses
 // (0 = transport error, e.g. cancelled) and their cancel funcs.
 func clientsLaunch(c *http.Client, url string, n int) (<-chan int, []context.CancelFunc) {
@@ -742,12 +702,11 @@ func clientsCollect(t *testing.T, ch <-chan int, n int) map[int]int {
 // away frees its slot; a request held past its lease keeps its slot
 // because the lease is renewed.
 func TestClientConcurrency(t *testing.T) {
-	for _, st := range clientsStores {
+	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
-			storeY, _ := clientsStore(t, st)
 			up := clientsNewHold(t)
-			in := rlproxytest.Start(t, storeY+fmt.Sprintf(`
+			in := e2eStartBehind(t, st, up.URL, `
 upstreams: { app: { url: %q } }
 policies:
   conc:  { algorithm: concurrency, limit: 3 }
@@ -755,13 +714,13 @@ policies:
 routes:
   - { name: conc,  match: { path_prefix: /conc/ },  upstream: app, policies: [conc] }
   - { name: short, match: { path_prefix: /short/ }, upstream: app, policies: [short] }
-`, up.URL))
+`)
 			c := rlproxytest.ClientFrom("127.0.0.2")
 			url := in.URL + "/conc/x"
 
 			ch, _ := clientsLaunch(c, url, 10)
 			refused := clientsCollect(t, ch, 7)
-			clientsWait(t, "3 in flight", func() bool { return up.inflight.Load() == 3 })
+			e2eWaitFor(t, 10*time.Millisecond, "3 in flight", func() bool { return up.inflight.Load() == 3 })
 			if refused[429] != 7 {
 				t.Errorf("10 simultaneous: the 7 early answers are %v, want 7×429", refused)
 			}
@@ -775,7 +734,7 @@ routes:
 			if got := clientsCollect(t, ch, 1); got[429] != 1 {
 				t.Errorf("4 more: first answer %v, want 429", got)
 			}
-			clientsWait(t, "3 in flight again", func() bool { return up.inflight.Load() == 3 })
+			e2eWaitFor(t, 10*time.Millisecond, "3 in flight again", func() bool { return up.inflight.Load() == 3 })
 			if n := up.Count(); n != 6 {
 				t.Errorf("upstream saw %d requests, want 6", n)
 			}
@@ -786,14 +745,14 @@ routes:
 			if got := clientsCollect(t, ch, 3); got[0] != 3 {
 				t.Errorf("cancelled clients: %v, want 3 transport errors", got)
 			}
-			clientsWait(t, "the cancelled requests to leave the upstream", func() bool { return up.inflight.Load() == 0 })
+			e2eWaitFor(t, 10*time.Millisecond, "the cancelled requests to leave the upstream", func() bool { return up.inflight.Load() == 0 })
 			// Release runs just after the upstream call returns.
 			time.Sleep(300 * time.Millisecond)
 			ch, _ = clientsLaunch(c, url, 4)
 			if got := clientsCollect(t, ch, 1); got[429] != 1 {
 				t.Errorf("4 after the clients left: first answer %v, want 429 (3 slots free, not 4)", got)
 			}
-			clientsWait(t, "3 slots after the clients left", func() bool { return up.inflight.Load() == 3 })
+			e2eWaitFor(t, 10*time.Millisecond, "3 slots after the clients left", func() bool { return up.inflight.Load() == 3 })
 			up.Free()
 			if got := clientsCollect(t, ch, 3); got[200] != 3 {
 				t.Errorf("after the clients left: %v, want 3×200", got)
@@ -802,7 +761,7 @@ routes:
 			// Lease renewal: 300 ms leases, requests held 1 s.
 			surl := in.URL + "/short/x"
 			ch, _ = clientsLaunch(c, surl, 3)
-			clientsWait(t, "3 long requests in flight", func() bool { return up.inflight.Load() == 3 })
+			e2eWaitFor(t, 10*time.Millisecond, "3 long requests in flight", func() bool { return up.inflight.Load() == 3 })
 			time.Sleep(900 * time.Millisecond)
 			if s := clientsStatus(t, c, surl); s != 429 {
 				t.Errorf("a 4th at 900 ms (leases 300 ms, renewed): status %d, want 429", s)
@@ -812,7 +771,7 @@ routes:
 			if got := clientsCollect(t, ch, 3); got[200] != 3 {
 				t.Errorf("the 3 long requests: %v, want 3×200", got)
 			}
-			clientsWait(t, "a slot after the long requests", func() bool { return clientsStatus(t, c, surl) == 200 })
+			e2eWaitFor(t, 10*time.Millisecond, "a slot after the long requests", func() bool { return clientsStatus(t, c, surl) == 200 })
 		})
 	}
 }
@@ -821,12 +780,10 @@ routes:
 // exempt client passes 50 times uncounted and gets no headers for the
 // exempt policy, and other clients' budgets are untouched.
 func TestClientCostAndExempt(t *testing.T) {
-	for _, st := range clientsStores {
+	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
-			storeY, _ := clientsStore(t, st)
-			up := rlproxytest.NewUpstream(t)
-			in := rlproxytest.Start(t, storeY+fmt.Sprintf(`
+			in, _ := e2eStart(t, st, `
 upstreams: { app: { url: %q } }
 policies:
   costly: { algorithm: token_bucket, rate: 1r/h, burst: 10 }
@@ -836,7 +793,7 @@ routes:
   - { name: costly, match: { path_prefix: /cost/ }, upstream: app, policies: [costly], cost: 5 }
   - { name: ex, match: { path_prefix: /ex/ }, upstream: app, policies: [ex] }
   - { name: both, match: { path_prefix: /both/ }, upstream: app, policies: [ex, plain] }
-`, up.URL))
+`)
 			c2 := rlproxytest.ClientFrom("127.0.0.2")
 			var rls []string
 			var codes []int
@@ -877,12 +834,11 @@ routes:
 // leaving during its leaky-bucket wait), and when the concurrency policy is
 // a dry run. The quota endpoint reports the slots in use.
 func TestClientConcurrencyNoLeak(t *testing.T) {
-	for _, st := range clientsStores {
+	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
-			storeY, _ := clientsStore(t, st)
 			up := clientsNewHold(t)
-			in := rlproxytest.Start(t, storeY+fmt.Sprintf(`
+			in := e2eStartBehind(t, st, up.URL, `
 server: { max_wait: 1500ms }
 quota_endpoint: { path: /rate-limit }
 upstreams: { app: { url: %q } }
@@ -893,7 +849,7 @@ policies:
 routes:
   - { name: shaped, match: { path_prefix: /shaped/ }, upstream: app, policies: [nl_shape, nl_conc] }
   - { name: dry, match: { path_prefix: /dry/ }, upstream: app, policies: [nl_dry] }
-`, up.URL))
+`)
 			c := rlproxytest.ClientFrom("127.0.0.2")
 			rl := func(resp *http.Response) string { _, v := clientsHeaders(resp); return v }
 
@@ -929,7 +885,7 @@ routes:
 			// Hold one real request: the endpoint reports one slot in use.
 			time.Sleep(3 * time.Second) // the leaky bucket drains enough for no wait
 			ch, _ := clientsLaunch(c, in.URL+"/shaped/x", 1)
-			clientsWait(t, "a held request", func() bool { return up.inflight.Load() == 1 })
+			e2eWaitFor(t, 10*time.Millisecond, "a held request", func() bool { return up.inflight.Load() == 1 })
 			if q := clientsQuotaOf(t, c, in.URL); q["nl_conc"] != 1 {
 				t.Errorf("quota endpoint with one request in flight: nl_conc remaining %d, want 1; %v", q["nl_conc"], q)
 			}

@@ -10,36 +10,23 @@ import (
 	"testing"
 	"time"
 
-	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
 )
-
-// storeYAML returns the store section for name ("memory" or "valkey"),
-// starting a redis-server for valkey.
-func storeYAML(t *testing.T, name string) string {
-	t.Helper()
-	if name == "memory" {
-		return "store: { type: memory }\n"
-	}
-	srv := redisserver.Start(t)
-	return fmt.Sprintf("store: { type: valkey, valkey: { addrs: [%q], timeout: 1s } }\n", srv.Addr)
-}
 
 // TestReferenceAPI is the brief's small API: a token bucket of 5, one token
 // per 2 s, per client IP. Seven quick requests give 200×5 then 429×2 with
 // Retry-After: 2 and the draft headers; 4 s later a request passes again.
 func TestReferenceAPI(t *testing.T) {
-	for _, st := range []string{"memory", "valkey"} {
+	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
-			up := rlproxytest.NewUpstream(t)
-			in := rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(`
+			in, up := e2eStart(t, st, `
 upstreams: { app: { url: %q } }
 policies:
   api: { algorithm: token_bucket, rate: 30r/m, burst: 5, key: ip }
 routes:
   - { name: api, match: { path_prefix: /api/ }, upstream: app, policies: [api] }
-`, up.URL))
+`)
 			var codes []int
 			var last *http.Response
 			for range 7 {

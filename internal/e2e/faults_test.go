@@ -172,7 +172,7 @@ func faultsQuota(c *http.Client, url string, n int) (ok, errs int) {
 // within 1 s of the restart limiting resumes, rlproxy not restarted.
 func TestFaultValkeyKilled(t *testing.T) {
 	t.Parallel()
-	clientsAwayFromBoundary(t, time.Hour, 30*time.Second)
+	e2eAwayFromBoundary(t, time.Hour, 30*time.Second)
 	srv := redisserver.Start(t)
 	in := rlproxytest.Start(t, faultsConfig(srv.Addr, ""))
 	qc := rlproxytest.ClientFrom("127.0.1.1")
@@ -232,7 +232,7 @@ func TestFaultValkeyKilled(t *testing.T) {
 // and no overshoot: 4 clients × 60 requests on one quota of 50.
 func TestFaultScriptFlush(t *testing.T) {
 	t.Parallel()
-	clientsAwayFromBoundary(t, time.Hour, 30*time.Second)
+	e2eAwayFromBoundary(t, time.Hour, 30*time.Second)
 	srv := redisserver.Start(t)
 	in := rlproxytest.Start(t, fmt.Sprintf(`
 store: { type: valkey, valkey: { addrs: [%q], timeout: 1s } }
@@ -328,7 +328,7 @@ func faultsRelayBurst(t *testing.T, url string, subnet int) (open, closed map[in
 // the relay passes again the store decides within 1 s. Not parallel: it
 // counts the test binary's goroutines.
 func TestFaultBlackholeAndReset(t *testing.T) {
-	clientsAwayFromBoundary(t, time.Hour, 30*time.Second)
+	e2eAwayFromBoundary(t, time.Hour, 30*time.Second)
 	srv := redisserver.Start(t)
 	relay := faultrelay.Start(t, srv.Addr)
 	in := rlproxytest.Start(t, faultsConfig(relay.Addr(), ""))
@@ -370,7 +370,7 @@ func TestFaultBlackholeAndReset(t *testing.T) {
 // as it comes up.
 func TestFaultStartWhileDown(t *testing.T) {
 	t.Parallel()
-	clientsAwayFromBoundary(t, time.Hour, 30*time.Second)
+	e2eAwayFromBoundary(t, time.Hour, 30*time.Second)
 	srv := redisserver.Start(t)
 	srv.Stop()
 	in := rlproxytest.Start(t, faultsConfig(srv.Addr, ""))

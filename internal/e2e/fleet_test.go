@@ -87,7 +87,7 @@ routes:
 	urls := []string{f.URL(0), f.URL(1), f.URL(2)}
 	c := rlproxytest.ClientFrom("127.0.0.21")
 	// A fixed window of 1 h must not roll over during the run.
-	clientsAwayFromBoundary(t, time.Hour, 30*time.Second)
+	e2eAwayFromBoundary(t, time.Hour, 30*time.Second)
 	for _, alg := range []string{"fw", "sl", "sw", "tb", "lb"} {
 		codes := fleetSpread(t, c, urls, "/"+alg, 100, 8)
 		if codes[200] != 10 || codes[429] != 90 || len(codes) != 2 {
@@ -113,7 +113,7 @@ policies:
 routes:
   - { name: fw, upstream: echo, policies: [fw] }
 `, srv.Addr))
-	clientsAwayFromBoundary(t, time.Hour, 30*time.Second)
+	e2eAwayFromBoundary(t, time.Hour, 30*time.Second)
 	c := rlproxytest.ClientFrom("127.0.0.22")
 	first := fleetSpread(t, c, []string{f.URL(0), f.URL(1), f.URL(2)}, "/a", 6, 1)
 	f.Kill(1)
@@ -150,7 +150,7 @@ policies:
 routes:
   - { name: api, upstream: echo, policies: [per_key, per_ip] }
 `, cl.Addrs[0], cl.Addrs[1], cl.Addrs[2]))
-	clientsAwayFromBoundary(t, time.Hour, 30*time.Second)
+	e2eAwayFromBoundary(t, time.Hour, 30*time.Second)
 	const clients = 300
 	var mu sync.Mutex
 	bad := map[string]int{}

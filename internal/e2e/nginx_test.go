@@ -188,7 +188,7 @@ func coreNginxRun(t *testing.T, c coreNginxCase) (errs []string) {
     }`, c.rate, c.limitReq, ngxUp.URL))
 	defer ngx.Stop() // a spoiled attempt's nginx need not outlive it
 	targets := []*coreNginxTarget{{name: "nginx", url: ngx.URL, up: ngxUp}}
-	for _, st := range []string{"memory", "valkey"} {
+	for _, st := range e2eStores {
 		up := rlproxytest.NewUpstream(t)
 		in := rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(`
 upstreams: { app: { url: %q }, demo: { builtin: echo } }

@@ -7,7 +7,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -32,27 +31,19 @@ import (
 	"testing"
 	"time"
 
+	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/rlproxytest"
 )
 
 // opsLogBuf collects the process log (one slog record per Write).
 type opsLogBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *opsLogBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	netutil.LockedBuffer
 }
 
 // lines returns the log lines containing substr.
 func (b *opsLogBuf) lines(substr string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []string
-	for _, l := range strings.Split(b.buf.String(), "\n") {
+	for _, l := range strings.Split(b.String(), "\n") {
 		if strings.Contains(l, substr) {
 			out = append(out, l)
 		}
@@ -199,18 +190,6 @@ func opsWriteFile(t *testing.T, path string, data []byte, rename bool) {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// opsWaitFor polls cond every 20 ms until it holds or d passes.
-func opsWaitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -366,18 +345,18 @@ func TestOpsReloadHammer(t *testing.T) {
 		before := sent.Load()
 		opsWriteFile(t, in.ConfigPath, []byte(data), v%3 == 0)
 		want := v + 1
-		opsWaitFor(t, 5*time.Second, fmt.Sprintf("version %d not reloaded", v), func() bool {
+		e2eWaitFor(t, 20*time.Millisecond, fmt.Sprintf("version %d to be reloaded", v), func() bool {
 			s, f := opsReloads(t, in)
 			return s+f >= want
 		})
 		// Keep the reloads inside the traffic: some requests per version.
-		opsWaitFor(t, 5*time.Second, "clients stalled", func() bool { return sent.Load() >= before+16 })
+		e2eWaitFor(t, 20*time.Millisecond, "the clients to send 16 more requests", func() bool { return sent.Load() >= before+16 })
 	}
 
 	// Identical content (the running version, saved again) is not a reload.
 	unchanged := len(logs.lines("config unchanged; not reloading"))
 	opsWriteFile(t, in.ConfigPath, []byte(lastValid), true)
-	opsWaitFor(t, 5*time.Second, "identical rewrite not seen", func() bool {
+	e2eWaitFor(t, 20*time.Millisecond, "the identical rewrite to be seen", func() bool {
 		return len(logs.lines("config unchanged; not reloading")) > unchanged
 	})
 	stop.Store(true)
@@ -675,7 +654,7 @@ routes:
 	must(os.RemoveAll(filepath.Join(dir, "..2026_11_29_1")))
 
 	var last *http.Response
-	opsWaitFor(t, 5*time.Second, "limit 5 from the swapped ..data not applied", func() bool {
+	e2eWaitFor(t, 20*time.Millisecond, "limit 5 from the swapped ..data to apply", func() bool {
 		last, _ = rlproxytest.Get(t, nil, in.URL+"/cm") // refusals are not charged
 		return last.StatusCode == 200
 	})
@@ -772,7 +751,7 @@ routes:
 	c1.CloseIdleConnections()
 
 	cert2 := opsCert(t, certFile, keyFile, 2)
-	opsWaitFor(t, 5*time.Second, "replaced certificate not served", func() bool {
+	e2eWaitFor(t, 20*time.Millisecond, "the replaced certificate to be served", func() bool {
 		return opsServedSerial(t, addr) == 2
 	})
 	c2 := client(cert2)

@@ -20,19 +20,6 @@ import (
 	"rlproxy/internal/testutil/rlproxytest"
 )
 
-// corePxAwayFromHour returns at least margin before the end of the current
-// clock hour, sleeping past the boundary if needed: fixed and hourly windows
-// align to the Unix epoch, and a test whose requests straddle an hour
-// boundary would see two windows.
-func corePxAwayFromHour(t *testing.T, margin time.Duration) {
-	t.Helper()
-	now := time.Now()
-	if left := now.Truncate(time.Hour).Add(time.Hour).Sub(now); left < margin {
-		t.Logf("waiting %v for the next clock hour", left)
-		time.Sleep(left + 100*time.Millisecond)
-	}
-}
-
 // corePxBurst sends n simultaneous GETs (each on its own connection, all
 // opened first) and returns the status counts.
 func corePxBurst(t *testing.T, url string, n int) map[int]int {
@@ -69,8 +56,8 @@ func corePxBurst(t *testing.T, url string, n int) map[int]int {
 // the upstream sees exactly 10, on the memory store and on a real Valkey
 // (one atomic script per decision, so no check-then-set race).
 func TestConcurrentBurstExact(t *testing.T) {
-	corePxAwayFromHour(t, 10*time.Second)
-	for _, st := range []string{"memory", "valkey"} {
+	e2eAwayFromBoundary(t, time.Hour, 10*time.Second)
+	for _, st := range e2eStores {
 		for _, pol := range []string{
 			"{ algorithm: fixed_window, limit: 10, window: 1h, key: ip }",
 			"{ algorithm: token_bucket, burst: 10, rate: 10r/h, key: ip }",
@@ -101,7 +88,7 @@ routes: [ { name: all, upstream: app, policies: [p] } ]
 // upstream.
 func corePxRealIP(t *testing.T, realIP string) (*rlproxytest.Instance, *rlproxytest.Upstream) {
 	t.Helper()
-	corePxAwayFromHour(t, 10*time.Second)
+	e2eAwayFromBoundary(t, time.Hour, 10*time.Second)
 	up := rlproxytest.NewUpstream(t)
 	in := rlproxytest.Start(t, fmt.Sprintf(`
 real_ip: %s
@@ -466,12 +453,11 @@ upstreams: { app: { url: %q } }
 policies: { shape: { algorithm: leaky_bucket, rate: 5r/s, burst: 3, key: ip } }
 routes: [ { name: all, upstream: app, policies: [shape] } ]
 `
-	for _, st := range []string{"memory", "valkey"} {
+	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
 			coreRetryTimed(t, func() (errs []string) {
-				up := rlproxytest.NewUpstream(t)
-				in := rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(cfg, up.URL))
+				in, up := e2eStart(t, st, cfg)
 				served := corePxTimedBurst(t, in.URL+"/a", 4)
 				if len(served) != 4 {
 					return []string{fmt.Sprintf("%d of 4 served", len(served))}
@@ -493,14 +479,13 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 		// client cancels, so no timing luck is involved.
 		t.Run(st+"/disconnect", func(t *testing.T) {
 			t.Parallel()
-			up := rlproxytest.NewUpstream(t)
-			in := rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(cfg, up.URL))
+			in, up := e2eStart(t, st, cfg)
 			waiting := in.App.Handler().Waiting
 			var wg sync.WaitGroup
 			for range 3 { // waits 0, 200, 400 ms
 				wg.Go(func() { rlproxytest.Get(t, nil, in.URL+"/a") })
 			}
-			corePxPoll(t, "two requests waiting", func() bool { return waiting() == 2 })
+			e2eWaitFor(t, time.Millisecond, "two requests waiting", func() bool { return waiting() == 2 })
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, in.URL+"/a", nil)
@@ -514,7 +499,7 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 				}
 				done <- err
 			}()
-			corePxPoll(t, "the fourth request waiting", func() bool { return waiting() == 3 })
+			e2eWaitFor(t, time.Millisecond, "the fourth request waiting", func() bool { return waiting() == 3 })
 			time.Sleep(time.Until(sent.Add(100 * time.Millisecond))) // ~100 ms into its ~600 ms wait
 			cancel()
 			if err := <-done; !errors.Is(err, context.Canceled) {
@@ -525,20 +510,8 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 			if up.Count() != 3 {
 				t.Errorf("upstream saw %d requests, want 3 (the abandoned one never forwarded)", up.Count())
 			}
-			corePxPoll(t, "no request waiting", func() bool { return waiting() == 0 })
+			e2eWaitFor(t, time.Millisecond, "no request waiting", func() bool { return waiting() == 0 })
 		})
-	}
-}
-
-// corePxPoll waits up to 5 s for cond.
-func corePxPoll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -582,12 +555,11 @@ func corePxTimedBurst(t *testing.T, url string, n int) []time.Duration {
 // after), on both stores; Retry-After is the longest wait among the refusing
 // policies even when the binding policy (fewest remaining) waits less.
 func TestSeveralPolicies(t *testing.T) {
-	corePxAwayFromHour(t, 10*time.Second)
-	for _, st := range []string{"memory", "valkey"} {
+	e2eAwayFromBoundary(t, time.Hour, 10*time.Second)
+	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
-			up := rlproxytest.NewUpstream(t)
-			in := rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(`
+			in, up := e2eStart(t, st, `
 upstreams: { app: { url: %q } }
 policies:
   a:  { algorithm: token_bucket, rate: 1r/m, burst: 2, key: ip }
@@ -597,7 +569,7 @@ policies:
 routes:
   - { name: ab, match: { path_prefix: /ab/ }, upstream: app, policies: [a, b] }
   - { name: cost, match: { path_prefix: /cost/ }, upstream: app, policies: [p1, p2], cost: 2 }
-`, up.URL))
+`)
 			var members []string
 			var codes []int
 			for range 4 {

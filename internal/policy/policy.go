@@ -41,6 +41,8 @@ const (
 
 var statusNames = [...]string{"allowed", "delayed", "rejected", "not_charged", "dry_run_rejected", "store_error"}
 
+// String returns the status as the metrics label spells it ("allowed",
+// "dry_run_rejected", ...).
 func (s Status) String() string { return statusNames[s] }
 
 // Outcome is the request-level verdict.
@@ -70,9 +72,12 @@ type Policy struct {
 
 // Route is one compiled route.
 type Route struct {
-	Name     string
+	// Name is the route's name from the configuration.
+	Name string
+	// Upstream is the name of the upstream the route forwards to.
 	Upstream string
-	Cost     int64
+	// Cost is the requests each request charges to every policy (≥ 1).
+	Cost int64
 	// Policies apply to every request of the route, in route order.
 	Policies []*Policy
 	// Plans, when non-nil, adds the policies of the caller's plan.
@@ -285,8 +290,11 @@ func hostOnly(h string) string {
 
 // Item is one policy's part of a Result.
 type Item struct {
-	Policy   *Policy
+	// Policy is the policy decided.
+	Policy *Policy
+	// Decision is the store's answer for Policy (zero when exempt).
 	Decision algo.Decision
+	// Status is how the request counts in Policy's metrics.
 	Status   Status
 	check    int // index into Result.checks, -1 when exempt
 	counters *metrics.PolicyCounters
@@ -344,15 +352,8 @@ var ErrNoPolicy = errors.New("route has no policy")
 // fills res. The returned error is only ever ErrNoPolicy: store failures are
 // folded into res by each policy's fail mode (res.Err keeps the cause).
 func (l *Limiter) Decide(ctx context.Context, rt *Route, r *http.Request, ip netip.Addr, res *Result) error {
-	res.reset()
-	if !rt.Limited() {
-		return ErrNoPolicy
-	}
-	for i, p := range rt.Policies {
-		l.addItem(res, p, rt.counters[i], r, ip, "")
-	}
-	if rt.Plans != nil {
-		l.addPlan(res, rt, r, ip)
+	if err := l.collect(res, rt, r, ip); err != nil {
+		return err
 	}
 	// Enforcing checks first, dry-run checks after: a dry-run refusal must
 	// not stop the enforcing policies from charging.
@@ -368,15 +369,8 @@ func (l *Limiter) Decide(ctx context.Context, rt *Route, r *http.Request, ip net
 // Peek fills res with rt's policies' current state for r without charging
 // anything (the quota endpoint).
 func (l *Limiter) Peek(ctx context.Context, rt *Route, r *http.Request, ip netip.Addr, res *Result) error {
-	res.reset()
-	if !rt.Limited() {
-		return ErrNoPolicy
-	}
-	for i, p := range rt.Policies {
-		l.addItem(res, p, rt.counters[i], r, ip, "")
-	}
-	if rt.Plans != nil {
-		l.addPlan(res, rt, r, ip)
+	if err := l.collect(res, rt, r, ip); err != nil {
+		return err
 	}
 	l.orderChecks(res, 0)
 	if len(res.checks) == 0 {
@@ -395,6 +389,23 @@ func (l *Limiter) Peek(ctx context.Context, rt *Route, r *http.Request, ip netip
 		}
 	}
 	res.pickBinding()
+	return nil
+}
+
+// collect resets res and adds one item per route policy, then one per
+// policy of the client's plan (the order Result.Items documents). It
+// returns ErrNoPolicy for a route without policies.
+func (l *Limiter) collect(res *Result, rt *Route, r *http.Request, ip netip.Addr) error {
+	res.reset()
+	if !rt.Limited() {
+		return ErrNoPolicy
+	}
+	for i, p := range rt.Policies {
+		l.addItem(res, p, rt.counters[i], r, ip, "")
+	}
+	if rt.Plans != nil {
+		l.addPlan(res, rt, r, ip)
+	}
 	return nil
 }
 

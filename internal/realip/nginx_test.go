@@ -3,7 +3,6 @@ package realip
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"rlproxy/internal/testutil/netutil"
 )
 
 // nginxConf runs three servers with realip, each answering $remote_addr:
@@ -51,19 +52,20 @@ func TestNginxDifferential(t *testing.T) {
 		t.Skip("nginx not installed")
 	}
 	dir := t.TempDir()
-	ports := [3]int{freePort(t), freePort(t), freePort(t)}
+	ports := [3]int{netutil.FreePort(t), netutil.FreePort(t), netutil.FreePort(t)}
 	conf := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, ports[0], ports[1], ports[2]), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", conf)
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	proc, err := netutil.Start(cmd)
+	if err != nil {
 		t.Fatalf("starting nginx: %v", err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(proc.Kill)
 	for _, p := range ports {
-		waitListening(t, p)
+		netutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", p), 5*time.Second)
 	}
 
 	xff := [][]string{
@@ -131,33 +133,6 @@ func TestNginxDifferential(t *testing.T) {
 				t.Errorf("%s recursive=%v %q: ClientIP = %v, nginx = %v", run.header, run.recursive, lines, got, want)
 			}
 		}
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// waitListening polls until something accepts on port (5 s at most).
-func waitListening(t *testing.T, port int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx not listening on %d: %v", port, err)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -247,7 +247,7 @@ func (a *App) build(cfg *config.Config) (*proxy.Runtime, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st, cache := a.st, a.cache
-	fresh := st == nil || !reflect.DeepEqual(cfg.Store, a.storeCfg)
+	fresh := st == nil || !sameStore(cfg.Store, a.storeCfg)
 	if fresh {
 		var err error
 		if st, cache, err = a.newStore(cfg); err != nil {
@@ -270,6 +270,19 @@ func (a *App) build(cfg *config.Config) (*proxy.Runtime, error) {
 	}
 	a.cfg, a.st, a.cache, a.storeCfg = cfg, st, cache, cfg.Store
 	return rt, nil
+}
+
+// sameStore reports whether the store built for b also serves a, so that a
+// reload keeps it (and every client's state). The memory store depends on
+// type and max_keys alone: comparing the whole section made a change of an
+// unused valkey or breaker field, or of key_hash_secret_env (which the
+// policy layer uses, not the store), throw away every limit's state.
+func sameStore(a, b config.Store) bool {
+	a.HashSecret, b.HashSecret = nil, nil
+	if a.Type != "valkey" && b.Type != "valkey" {
+		return a.MaxKeys == b.MaxKeys
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 func (a *App) runtime(cfg *config.Config, st store.Store) (*proxy.Runtime, error) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"rlproxy/internal/testutil/netutil"
 )
 
 // startTimeout bounds how long a started server may take to answer.
@@ -128,31 +129,20 @@ func (p *proc) waitHTTP(ctx context.Context, url string) error {
 
 // waitTCP polls addr until it accepts a connection, p exits, or startTimeout.
 func (p *proc) waitTCP(ctx context.Context, addr string) error {
-	return p.poll(ctx, func() error {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	})
+	return p.poll(ctx, func() error { return netutil.Accepts(addr) })
 }
 
+// poll calls try every 50 ms until it succeeds, p exits, or startTimeout.
 func (p *proc) poll(ctx context.Context, try func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	for {
-		err := try()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-p.exited:
-			return fmt.Errorf("%s exited", p.name)
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last: %v)", p.name, ctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
-		}
+	switch err := netutil.Poll(ctx, p.exited, 50*time.Millisecond, try); {
+	case errors.Is(err, netutil.ErrExited):
+		return fmt.Errorf("%s exited", p.name)
+	case err != nil:
+		return fmt.Errorf("waiting for %s: %w", p.name, err)
 	}
+	return nil
 }
 
 // logTail returns the last n non-empty lines of a file, joined by " | ".
@@ -191,17 +181,6 @@ func cpuCount(list string) int {
 		}
 	}
 	return max(n, 1)
-}
-
-// freeAddr returns a loopback address with a port free at the time of the
-// call (the kernel's pick for :0).
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // procStat is what the benchmark reads from /proc/PID/stat.

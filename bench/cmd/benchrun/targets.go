@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"rlproxy/internal/testutil/netutil"
 )
 
 // The addresses written in bench/configs/*: renderConfig replaces them with
@@ -78,7 +80,7 @@ func (l *lab) workDir(id string) (string, error) {
 // startUpstream starts bench/upstream on the load CPUs; countHeader, when
 // set, enables per-value counting of that header.
 func (l *lab) startUpstream(ctx context.Context, countHeader string) (*proc, string, error) {
-	addr, err := freeAddr()
+	addr, err := netutil.PickFreeAddr()
 	if err != nil {
 		return nil, "", err
 	}
@@ -99,7 +101,7 @@ func (l *lab) startUpstream(ctx context.Context, countHeader string) (*proc, str
 // startValkey starts redis-server (Valkey's protocol and Lua) on a free port
 // on the load CPUs, without persistence.
 func (l *lab) startValkey(ctx context.Context, id string) (*proc, string, error) {
-	addr, err := freeAddr()
+	addr, err := netutil.PickFreeAddr()
 	if err != nil {
 		return nil, "", err
 	}
@@ -143,7 +145,7 @@ func (l *lab) startProxy(ctx context.Context, t *target, kind, conf, upstream st
 }
 
 func (l *lab) tryStartProxy(ctx context.Context, t *target, kind, conf, upstream string, withValkey bool) error {
-	listen, err := freeAddr()
+	listen, err := netutil.PickFreeAddr()
 	if err != nil {
 		return err
 	}

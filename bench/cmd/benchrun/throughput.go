@@ -28,7 +28,6 @@ type throughputPlan struct {
 	// maxBgPct: a run during which other processes used more than this % of
 	// all CPUs is repeated, up to disturbedRetries times (0 = never).
 	maxBgPct float64
-	only     []string // target IDs to run; empty = all
 }
 
 // disturbedRetries bounds how often one disturbed run is repeated.

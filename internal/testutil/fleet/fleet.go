@@ -73,6 +73,7 @@ type Proc struct {
 
 // Fleet is N rlproxy processes started from one configuration.
 type Fleet struct {
+	// Procs are the processes, in start order (index i of URL, Kill, Stop).
 	Procs []*Proc
 }
 

@@ -9,16 +9,17 @@
 package nginxtest
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"rlproxy/internal/testutil/netutil"
 )
 
 // startTimeout bounds how long nginx may take to accept connections.
@@ -42,9 +43,7 @@ type Server struct {
 	// Dir is the prefix directory: configuration, pid, logs and temp paths.
 	Dir string
 
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	stopOnce sync.Once
+	proc *netutil.Process
 }
 
 // Binary returns the nginx executable's path, or "" when none is installed.
@@ -74,7 +73,7 @@ func Start(t testing.TB, httpBody string) *Server {
 		t.Skip("skipping: nginx not installed (apt-get install nginx-light, or set RLPROXY_REQUIRE_NGINX=1 to fail instead)")
 	}
 	dir := t.TempDir()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	addr := netutil.FreeAddr(t)
 	body := strings.NewReplacer(Listen, addr, Dir, dir).Replace(httpBody)
 	conf := fmt.Sprintf(`worker_processes 1;
 pid %[1]s/nginx.pid;
@@ -94,20 +93,18 @@ http {
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		t.Fatalf("writing nginx.conf: %v", err)
 	}
-	s := &Server{Addr: addr, URL: "http://" + addr, Dir: dir, exited: make(chan struct{})}
+	s := &Server{Addr: addr, URL: "http://" + addr, Dir: dir}
 	// -e: nginx opens its default error log before reading the
 	// configuration; point it into dir so no system path is touched.
-	s.cmd = exec.Command(bin, "-p", dir+"/", "-e", filepath.Join(dir, "error.log"), "-c", confPath,
+	cmd := exec.Command(bin, "-p", dir+"/", "-e", filepath.Join(dir, "error.log"), "-c", confPath,
 		"-g", "daemon off; master_process off;")
-	out := &lockedBuffer{}
-	s.cmd.Stdout, s.cmd.Stderr = out, out
-	if err := s.cmd.Start(); err != nil {
+	out := &netutil.LockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	proc, err := netutil.Start(cmd) // a killed nginx's exit status is expected
+	if err != nil {
 		t.Fatalf("starting nginx: %v", err)
 	}
-	go func() {
-		_ = s.cmd.Wait() // a killed nginx's exit status is expected
-		close(s.exited)
-	}()
+	s.proc = proc
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
@@ -115,65 +112,23 @@ http {
 		}
 	})
 
-	deadline := time.Now().Add(startTimeout)
-	for {
-		select {
-		case <-s.exited:
-			t.Fatalf("nginx exited during start:\n%s%s\nconfiguration:\n%s", out.String(), s.ErrorLog(), conf)
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx did not accept connections on %s within %v:\n%s", addr, startTimeout, s.ErrorLog())
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	err = netutil.Poll(ctx, proc.Exited(), netutil.PollInterval, func() error { return netutil.Accepts(addr) })
+	switch {
+	case errors.Is(err, netutil.ErrExited):
+		t.Fatalf("nginx exited during start:\n%s%s\nconfiguration:\n%s", out.String(), s.ErrorLog(), conf)
+	case err != nil:
+		t.Fatalf("nginx did not accept connections on %s within %v:\n%s", addr, startTimeout, s.ErrorLog())
 	}
+	return s
 }
 
 // Stop kills nginx and waits for it to exit. It is safe to call twice.
-func (s *Server) Stop() {
-	s.stopOnce.Do(func() {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	})
-}
+func (s *Server) Stop() { s.proc.Kill() }
 
 // ErrorLog returns the contents of nginx's error log so far ("" if none).
 func (s *Server) ErrorLog() string {
 	b, _ := os.ReadFile(filepath.Join(s.Dir, "error.log"))
 	return string(b)
-}
-
-// freePort asks the kernel for an unused loopback port. Another process may
-// take it before nginx binds it; Start then fails loudly (nginx exits).
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// lockedBuffer collects nginx's stdout and stderr (written by exec's
-// copying goroutine, read by the test).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

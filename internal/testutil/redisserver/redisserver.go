@@ -9,6 +9,7 @@ package redisserver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +22,8 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"rlproxy/internal/testutil/netutil"
 )
 
 // startTimeout bounds how long a (re)started server may take to answer PING.
@@ -37,9 +40,8 @@ type Server struct {
 	args []string
 
 	mu     sync.Mutex
-	cmd    *exec.Cmd     // nil while stopped
-	exited chan struct{} // closed when cmd's Wait returns
-	client valkey.Client // lazily created by Client
+	proc   *netutil.Process // nil while stopped
+	client valkey.Client    // lazily created by Client
 }
 
 // Start runs redis-server on a free loopback port without persistence
@@ -79,7 +81,7 @@ func start(t testing.TB, leading, extra []string) *Server {
 		}
 		t.Skipf("skipping: redis-server not found in PATH (install redis-server, or set RLPROXY_REQUIRE_REDIS=1 to fail instead): %v", err)
 	}
-	port := freePort(t)
+	port := netutil.FreePort(t)
 	s := &Server{
 		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		t:    t,
@@ -107,18 +109,6 @@ func start(t testing.TB, leading, extra []string) *Server {
 	return s
 }
 
-// freePort asks the kernel for an unused loopback port. Another process may
-// take it before redis-server binds it; launch then fails loudly.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // launch starts the process and waits for PING. The caller must not hold mu.
 func (s *Server) launch() {
 	s.t.Helper()
@@ -128,39 +118,29 @@ func (s *Server) launch() {
 	var log bytes.Buffer
 	cmd.Stdout = &log
 	cmd.Stderr = &log
-	if err := cmd.Start(); err != nil {
+	proc, err := netutil.Start(cmd) // the exit status of a killed server is expected
+	if err != nil {
 		s.t.Fatalf("starting redis-server: %v", err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait() // the exit status of a killed server is expected
-		close(exited)
-	}()
 	s.mu.Lock()
-	s.cmd, s.exited = cmd, exited
+	s.proc = proc
 	s.mu.Unlock()
 
-	deadline := time.Now().Add(startTimeout)
-	for {
-		select {
-		case <-exited:
-			s.t.Fatalf("redis-server on %s exited during start:\n%s", s.Addr, log.String())
-		default:
-		}
-		if ping(s.Addr) == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on %s did not answer PING within %v", s.Addr, startTimeout)
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	err = netutil.Poll(ctx, proc.Exited(), netutil.PollInterval, func() error { return ping(s.Addr) })
+	switch {
+	case errors.Is(err, netutil.ErrExited):
+		s.t.Fatalf("redis-server on %s exited during start:\n%s", s.Addr, log.String())
+	case err != nil:
+		s.t.Fatalf("redis-server on %s did not answer PING within %v", s.Addr, startTimeout)
 	}
 }
 
 // ping sends a raw RESP PING and expects +PONG, without any client library
 // state that could outlive the check.
 func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	c, err := net.DialTimeout("tcp", addr, netutil.DialTimeout)
 	if err != nil {
 		return err
 	}
@@ -183,14 +163,12 @@ func ping(addr string) error {
 // it to exit. Stopping a stopped server does nothing.
 func (s *Server) Stop() {
 	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.cmd = nil
+	proc := s.proc
+	s.proc = nil
 	s.mu.Unlock()
-	if cmd == nil {
-		return
+	if proc != nil {
+		proc.Kill()
 	}
-	cmd.Process.Kill()
-	<-exited
 }
 
 // Restart stops the server if it runs and starts it again on the same port

@@ -21,6 +21,7 @@ import (
 
 // Instance is one running rlproxy.
 type Instance struct {
+	// App is the running application (Reload, Handler, Shutdown).
 	App *server.App
 	// URL is the public base URL, e.g. "http://127.0.0.1:41234".
 	URL string

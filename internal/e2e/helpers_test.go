@@ -1,0 +1,81 @@
+package e2e
+
+// Setup and waiting helpers shared by every test file of the package.
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"rlproxy/internal/testutil/redisserver"
+	"rlproxy/internal/testutil/rlproxytest"
+)
+
+// e2eStores are the stores a test runs on when it runs on each.
+var e2eStores = []string{"memory", "valkey"}
+
+// e2eStore returns the store section for name ("memory" or "valkey") and,
+// for valkey, the fresh redis-server behind it (nil for memory). The Valkey
+// timeout is 1 s: a loaded test machine must not turn a slow answer into a
+// fail-open pass that spoils exact counts.
+func e2eStore(t *testing.T, name string) (string, *redisserver.Server) {
+	t.Helper()
+	if name == "memory" {
+		return "store: { type: memory }\n", nil
+	}
+	srv := redisserver.Start(t)
+	return fmt.Sprintf("store: { type: valkey, valkey: { addrs: [%q], timeout: 1s } }\n", srv.Addr), srv
+}
+
+// storeYAML is e2eStore's store section alone.
+func storeYAML(t *testing.T, name string) string {
+	t.Helper()
+	y, _ := e2eStore(t, name)
+	return y
+}
+
+// e2eStart starts a recording upstream and, in front of it, an rlproxy
+// (see e2eStartBehind).
+func e2eStart(t *testing.T, st, cfg string) (*rlproxytest.Instance, *rlproxytest.Upstream) {
+	t.Helper()
+	up := rlproxytest.NewUpstream(t)
+	return e2eStartBehind(t, st, up.URL, cfg), up
+}
+
+// e2eStartBehind starts an rlproxy on the store named st (see e2eStore)
+// whose configuration is the store section followed by cfg, in which the
+// single %q verb becomes upstreamURL.
+func e2eStartBehind(t *testing.T, st, upstreamURL, cfg string) *rlproxytest.Instance {
+	t.Helper()
+	return rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(cfg, upstreamURL))
+}
+
+// e2eWaitTimeout bounds every e2eWaitFor.
+const e2eWaitTimeout = 5 * time.Second
+
+// e2eWaitFor polls cond every `every` until it holds, failing the test
+// after e2eWaitTimeout with what (the condition awaited).
+func e2eWaitFor(t *testing.T, every time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(e2eWaitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", e2eWaitTimeout, what)
+		}
+		time.Sleep(every)
+	}
+}
+
+// e2eAwayFromBoundary waits, when needed, so that the next `need` of real
+// time stays inside one epoch-aligned window of length w (fixed and hourly
+// windows align to the Unix epoch; requests straddling a boundary would see
+// two windows). It sleeps 100 ms past the boundary.
+func e2eAwayFromBoundary(t *testing.T, w, need time.Duration) {
+	t.Helper()
+	now := time.Now()
+	left := w - time.Duration(now.UnixMilli()%w.Milliseconds())*time.Millisecond
+	if left < need {
+		t.Logf("waiting %v for the next %v window", left, w)
+		time.Sleep(left + 100*time.Millisecond)
+	}
+}
