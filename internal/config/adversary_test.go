@@ -62,3 +62,28 @@ func TestMergeBombIsLinear(t *testing.T) {
 		t.Fatalf("policy api = %+v, want 1 per 1000 ms, burst 7 (explicit wins)", p)
 	}
 }
+
+// TestTrustEveryoneWarns: trusted_proxies 0.0.0.0/0 or ::/0 lets any
+// client choose its own address (and ip key) through the header — a
+// careless operator's silent bypass of every ip limit. It is valid, but
+// validate and reloads must say so.
+func TestTrustEveryoneWarns(t *testing.T) {
+	t.Parallel()
+	src := "real_ip: { trusted_proxies: [\"0.0.0.0/0\", \"10.0.0.0/8\", \"::/0\"] }\n" +
+		"policies:\n  api: { algorithm: token_bucket, rate: 1r/s, burst: 1 }\n" + advBase
+	c, err := Parse("trust.yaml", []byte(src))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	var got []string
+	for _, w := range c.Warnings {
+		got = append(got, w.String())
+	}
+	want := []string{
+		"trust.yaml:1: real_ip.trusted_proxies: 0.0.0.0/0 trusts every address: any client can set its own address with the header and escape ip-keyed limits",
+		"trust.yaml:1: real_ip.trusted_proxies: ::/0 trusts every address: any client can set its own address with the header and escape ip-keyed limits",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -468,6 +468,13 @@ func (l *loader) realIP(o object) {
 	if o.has("header") && len(r.TrustedProxies) == 0 {
 		l.warnf(o.keys["header"], o.field("header"), "ignored: no trusted_proxies, so the peer address is always the client")
 	}
+	// A prefix covering every address (0.0.0.0/0, ::/0) trusts every
+	// client's own header: each one picks its key and bypasses every ip limit.
+	for _, p := range r.TrustedProxies {
+		if p.Bits() == 0 {
+			l.warnf(o.keys["trusted_proxies"], o.field("trusted_proxies"), "%v trusts every address: any client can set its own address with the header and escape ip-keyed limits", p)
+		}
+	}
 }
 
 // response decodes `response:`.

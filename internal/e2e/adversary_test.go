@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"rlproxy/internal/testutil/rlproxytest"
@@ -63,5 +64,46 @@ routes:
 	}
 	if up.Count() != 3 {
 		t.Errorf("upstream saw %d requests, want 3", up.Count())
+	}
+}
+
+// TestAdvPathSpellingsDoNotBypassRoutes: "//login", "/./login",
+// "/x/../login" and "/%2e/login" once missed the limited /login route and
+// went to the unlimited catch-all, while upstreams that normalize paths
+// (nginx, most frameworks) serve them as /login — a limit bypass. Routes now
+// match the normalized path: all are charged to login (limit 2, so the third
+// and later are refused), and the upstream still gets the path as sent.
+func TestAdvPathSpellingsDoNotBypassRoutes(t *testing.T) {
+	t.Parallel()
+	up := rlproxytest.NewUpstream(t)
+	in := rlproxytest.Start(t, fmt.Sprintf(`upstreams: { app: { url: %q } }
+policies:
+  login: { algorithm: fixed_window, limit: 2, window: 1h }
+routes:
+  - { name: login, match: { path_prefix: /login }, upstream: app, policies: [login] }
+  - { name: api, match: { path: /api/ }, upstream: app, policies: [login] }
+  - { name: rest, match: { path_prefix: / }, upstream: app }
+`, up.URL))
+	var got []string
+	for _, p := range []string{"//login", "/./login", "/x/../login", "/%2e/login", "/api/.", "/login/../free"} {
+		resp, _ := rlproxytest.Get(t, nil, in.URL+p)
+		got = append(got, fmt.Sprintf("%s:%d:%q", p, resp.StatusCode, resp.Header.Get("RateLimit")))
+	}
+	statuses := make([]string, len(got))
+	for i, g := range got {
+		statuses[i] = g[:strings.LastIndex(g, ":")]
+		if i < 5 && !strings.Contains(g, `"\"login\";r=`) {
+			t.Errorf("%s: no RateLimit member for login: the request missed the limited route", g)
+		}
+	}
+	wantStatuses := []string{"//login:200", "/./login:200", "/x/../login:429", "/%2e/login:429", "/api/.:429", "/login/../free:200"}
+	if fmt.Sprint(statuses) != fmt.Sprint(wantStatuses) {
+		t.Fatalf("statuses %v, want %v (all %v)", statuses, wantStatuses, got)
+	}
+	if up.Count() != 3 {
+		t.Fatalf("upstream saw %d requests, want 3", up.Count())
+	}
+	if uri := up.Requests()[0].RequestURI; uri != "//login" {
+		t.Errorf("upstream got %q, want the path as sent, //login", uri)
 	}
 }

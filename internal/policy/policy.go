@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -239,17 +240,38 @@ func (l *Limiter) Policy(name string) *Policy { return l.policies[name] }
 // Routes returns the compiled routes in match order.
 func (l *Limiter) Routes() []*Route { return l.routes }
 
-// Match returns the first route matching r (file order), or nil.
+// Match returns the first route matching r (file order), or nil. Paths are
+// matched in normalized form (MatchPath), as nginx matches locations.
 func (l *Limiter) Match(r *http.Request) *Route {
+	p := MatchPath(r.URL.Path)
 	for _, rt := range l.routes {
-		if rt.matches(r) {
+		if rt.matches(r, p) {
 			return rt
 		}
 	}
 	return nil
 }
 
-func (rt *Route) matches(r *http.Request) bool {
+// MatchPath is the request path routes are matched against: "." and ".."
+// segments resolved and runs of slashes merged (nginx merge_slashes and its
+// URI normalization, RFC 3986 section 5.2.4), a trailing slash kept. Without
+// it "//login", "/./login" or "/x/../login" missed a limited /login route
+// and reached the upstream unlimited, though most upstreams (nginx itself,
+// many frameworks) serve them as /login. The request is still forwarded as
+// sent, as nginx's proxy_pass without a URI does. Clean paths, the usual
+// case, are returned as they are, without allocating.
+func MatchPath(p string) string {
+	if !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
+		return p
+	}
+	c := path.Clean("/" + p)
+	if c != "/" && (strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/..")) {
+		c += "/"
+	}
+	return c
+}
+
+func (rt *Route) matches(r *http.Request, p string) bool {
 	m := &rt.match
 	if len(m.Methods) > 0 {
 		ok := false
@@ -266,7 +288,6 @@ func (rt *Route) matches(r *http.Request) bool {
 	if m.Host != "" && !strings.EqualFold(hostOnly(r.Host), m.Host) {
 		return false
 	}
-	p := r.URL.Path
 	if m.Path != "" && p != m.Path {
 		return false
 	}
