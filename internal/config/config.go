@@ -77,8 +77,12 @@ type Log struct {
 type Server struct {
 	ReadHeaderTimeout time.Duration // default 10s
 	IdleTimeout       time.Duration // default 120s
-	MaxHeaderBytes    int           // bytes, default 1 MiB
-	ShutdownTimeout   time.Duration // default 30s: in-flight and waiting requests get this long
+	// BodyTimeout is the longest a client may leave between two reads of
+	// its request body (nginx client_body_timeout, default 60s; 0 = none):
+	// a trickled body cannot hold a connection for ever.
+	BodyTimeout     time.Duration
+	MaxHeaderBytes  int           // bytes, default 1 MiB
+	ShutdownTimeout time.Duration // default 30s: in-flight and waiting requests get this long
 	// MaxWaiting caps requests held in leaky-bucket delay per instance
 	// (default 10000); beyond it a request that would wait is refused.
 	MaxWaiting int

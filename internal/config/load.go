@@ -78,6 +78,7 @@ func defaults(path string) *Config {
 		Server: Server{
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       120 * time.Second,
+			BodyTimeout:       60 * time.Second,
 			MaxHeaderBytes:    1 << 20,
 			ShutdownTimeout:   30 * time.Second,
 			MaxWaiting:        10_000,
@@ -208,7 +209,7 @@ func (l *loader) top(root *yaml.Node) {
 	}
 	l.log(l.object(o.get("log"), "log", o.line, "level", "format", "refusals_per_second"))
 	l.server(l.object(o.get("server"), "server", o.line, "read_header_timeout", "idle_timeout",
-		"max_header_bytes", "shutdown_timeout", "max_waiting", "max_wait"))
+		"body_timeout", "max_header_bytes", "shutdown_timeout", "max_waiting", "max_wait"))
 	l.store(l.object(o.get("store"), "store", keyLine(o, "store"), "type", "max_keys", "valkey", "breaker", "key_hash_secret_env"))
 	l.realIP(l.object(o.get("real_ip"), "real_ip", o.line, "header", "trusted_proxies", "recursive"))
 	if n := o.get("jwt"); n != nil {
@@ -312,6 +313,7 @@ func (l *loader) server(o object) {
 	}{
 		{"read_header_timeout", &s.ReadHeaderTimeout, false},
 		{"idle_timeout", &s.IdleTimeout, false},
+		{"body_timeout", &s.BodyTimeout, true},
 		{"shutdown_timeout", &s.ShutdownTimeout, false},
 		{"max_wait", &s.MaxWait, true},
 	} {

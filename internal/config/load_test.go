@@ -248,7 +248,7 @@ func TestSpecExample(t *testing.T) {
 		Listen:      "127.0.0.1:8080",
 		AdminListen: "127.0.0.1:9090",
 		Log:         Log{Level: slog.LevelInfo, Format: "text", RefusalsPerSecond: 10},
-		Server: Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 1048576,
+		Server: Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, BodyTimeout: 60 * time.Second, MaxHeaderBytes: 1048576,
 			ShutdownTimeout: 30 * time.Second, MaxWaiting: 10000, MaxWait: 30 * time.Second},
 		Store: Store{
 			Type:    "memory",
@@ -303,7 +303,7 @@ func TestExtensions(t *testing.T) {
 	want := &Config{
 		Listen: ":8443",
 		Log:    Log{Level: slog.LevelDebug, Format: "json", RefusalsPerSecond: 3},
-		Server: Server{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 65536,
+		Server: Server{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second, BodyTimeout: 15 * time.Second, MaxHeaderBytes: 65536,
 			ShutdownTimeout: 15 * time.Second, MaxWaiting: 100, MaxWait: 2 * time.Second},
 		Store: Store{
 			Type:    "valkey",

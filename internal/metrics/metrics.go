@@ -49,6 +49,7 @@ type Metrics struct {
 	waiting          prometheus.Gauge
 	breakerOpen      prometheus.Gauge
 	localRefusals    prometheus.Counter
+	shapingRefusals  *prometheus.CounterVec
 
 	reloadSuccess prometheus.Counter
 	reloadFailure prometheus.Counter
@@ -109,6 +110,10 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 			Name: "rlproxy_local_refusals_total",
 			Help: "Requests refused from the local over-limit cache without asking the store.",
 		}),
+		shapingRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rlproxy_shaping_refusals_total",
+			Help: "Requests the policies accepted with a wait that were refused by a shaping cap (server.max_wait, server.max_waiting); their charge was refunded.",
+		}, []string{"route", "cap"}),
 		lastReload: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rlproxy_config_last_reload_success_timestamp_seconds",
 			Help: "Unix time of the last successful config load.",
@@ -136,7 +141,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 	reg.MustRegister(
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
 		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.breakerOpen,
-		m.localRefusals, reloads, m.lastReload, buildInfo, m.memory,
+		m.localRefusals, m.shapingRefusals, reloads, m.lastReload, buildInfo, m.memory,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -209,6 +214,21 @@ func (m *Metrics) SetBreakerOpen(open bool) { m.breakerOpen.Set(b2f(open)) }
 // LocalRefusal counts one request refused from the local over-limit cache.
 // The request is also counted in rlproxy_requests_total as rejected.
 func (m *Metrics) LocalRefusal() { m.localRefusals.Inc() }
+
+// Shaping cap label values of rlproxy_shaping_refusals_total.
+const (
+	CapMaxWait    = "max_wait"    // the wait was longer than server.max_wait
+	CapMaxWaiting = "max_waiting" // server.max_waiting requests were waiting already
+)
+
+// ShapingRefusal counts one request of route refused by a shaping cap
+// (which: CapMaxWait or CapMaxWaiting) after its policies accepted it with a
+// wait. Its policies have counted it already, as delayed (their decision);
+// the refusal undid their charge (policy.Limiter.Refund), so this counter
+// is what tells those requests apart from the delayed ones served.
+func (m *Metrics) ShapingRefusal(route, which string) {
+	m.shapingRefusals.WithLabelValues(route, which).Inc()
+}
 
 // ConfigLoaded records a successful config load at now without counting a
 // reload: call it for the initial load so the timestamp is never 0.

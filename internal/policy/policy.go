@@ -352,6 +352,12 @@ type Result struct {
 	// (a dry-run check whose lease was not granted has its Lease cleared), so
 	// they must be renewed while the request runs and released after it.
 	held bool
+	// charged, dryCharged and floorCharged report which decisions charged
+	// (all their checks accepted): the enforcing checks at Now, the dry-run
+	// checks at dryNow, the fallback floor (checks in sorted) at Now; Refund
+	// undoes exactly those. refunded is set once Refund ran.
+	charged, dryCharged, floorCharged, refunded bool
+	dryNow                                      int64
 }
 
 func (res *Result) reset() {
@@ -364,6 +370,7 @@ func (res *Result) reset() {
 	res.sorted = res.sorted[:0]
 	res.out = res.out[:0]
 	res.leases, res.held = false, false
+	res.charged, res.dryCharged, res.floorCharged, res.refunded, res.dryNow = false, false, false, false, 0
 }
 
 // ErrNoPolicy is returned by Decide for a route without policies.
@@ -526,6 +533,7 @@ func (l *Limiter) decideChecks(ctx context.Context, res *Result) {
 		for _, d := range res.out[:res.dryStart] {
 			passed = passed && d.Allowed
 		}
+		res.charged = passed
 	}
 	// An accepted decision granted the enforcing checks' leases: whatever
 	// happens to the dry-run checks, they must be released.
@@ -559,6 +567,10 @@ func (l *Limiter) decideChecks(ctx context.Context, res *Result) {
 	}
 	if res.Now == 0 {
 		res.Now = now
+	}
+	res.dryNow, res.dryCharged = now, true
+	for _, d := range res.out[res.dryStart:] {
+		res.dryCharged = res.dryCharged && d.Allowed
 	}
 }
 
@@ -608,6 +620,10 @@ func (l *Limiter) failEnforcing(ctx context.Context, res *Result) {
 		return
 	}
 	res.Now = now
+	res.floorCharged = true
+	for _, d := range out {
+		res.floorCharged = res.floorCharged && d.Allowed
+	}
 	for i := range res.Items {
 		it := &res.Items[i]
 		if it.floor >= 0 && it.check >= 0 && it.check < res.dryStart {
@@ -724,6 +740,41 @@ func (l *Limiter) Release(res *Result) {
 	defer cancel()
 	_ = l.store.Release(ctx, res.checks)
 }
+
+// Refund undoes the charges of res, a Pass decision that the proxy then
+// refused itself: a shaping cap (server.max_wait, server.max_waiting) turned
+// the wait the policies granted into a refusal, and a refused request is
+// charged by none (CONFIG-SPEC). It refunds, at the time each was decided
+// and with the cost charged, the enforcing checks (store.Store.Refund,
+// concurrency leases included), the dry-run checks when their decision
+// charged them, and the per-instance fallback floor when a store error
+// made it decide; other requests' charges since are kept. It runs at most
+// once per Result, on its own context (1 s), and is a no-op for any other
+// outcome. Metrics: the policies counted the request when it was decided
+// (delayed, as they decided) and Refund does not recount it; the caller
+// counts the refusal itself (metrics.ShapingRefusal). A refund the store
+// fails leaves that charge to expire like any other.
+func (l *Limiter) Refund(res *Result) {
+	if res.Outcome != Pass || res.refunded {
+		return
+	}
+	res.refunded = true
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if res.charged {
+		_ = l.store.Refund(ctx, res.checks[:res.dryStart], res.Now)
+	}
+	if res.dryCharged {
+		_ = l.store.Refund(ctx, res.checks[res.dryStart:], res.dryNow)
+	}
+	if res.floorCharged && l.floor != nil {
+		_ = l.floor.Refund(ctx, res.sorted, res.Now)
+	}
+}
+
+// Refunded reports whether Refund undid res's charges (logs tell a request
+// refused by a shaping cap from one served).
+func (res *Result) Refunded() bool { return res.refunded }
 
 // Renew refreshes the concurrency leases of a long-running request (SSE,
 // WebSocket) so they do not expire while it runs.

@@ -18,6 +18,7 @@ const (
 	problemNoRoute                         // no route matched: 404
 	problemBadGateway                      // upstream unreachable or failed: 502
 	problemQuotaLimited                    // the quota endpoint itself is rate limited: 429
+	problemBodyTimeout                     // the client stalled sending its body: 408
 )
 
 // problems holds each kind's RFC 9457 type, title and status. Types are
@@ -32,6 +33,7 @@ var problems = [...]struct {
 	problemNoRoute:      {"urn:rlproxy:problem:no-route", "Not Found", "no route matches this request", http.StatusNotFound},
 	problemBadGateway:   {"urn:rlproxy:problem:bad-gateway", "Bad Gateway", "the upstream could not be reached or failed", http.StatusBadGateway},
 	problemQuotaLimited: {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "the quota endpoint is asked too often", http.StatusTooManyRequests},
+	problemBodyTimeout:  {"urn:rlproxy:problem:body-timeout", "Request Timeout", "the request body stalled for longer than server.body_timeout", http.StatusRequestTimeout},
 }
 
 // writeProblem is the one place rlproxy answers in its own name. For

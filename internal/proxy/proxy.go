@@ -88,6 +88,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	up := rt.upstreams[route.Name]
+	if t := rt.Config.Server.BodyTimeout; t > 0 && r.Body != nil && r.Body != http.NoBody {
+		r = withIdleTimeoutBody(w, r, t)
+	}
 	if !route.Limited() {
 		up.plain.ServeHTTP(w, r)
 		return
@@ -120,7 +123,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer rt.Limiter.Release(res)
 		defer stop()
 	}
-	if res.Wait > 0 && !s.wait(w, r, rt, res) {
+	if res.Wait > 0 && !s.wait(w, r, rt, route, res) {
 		return
 	}
 	up.limited.ServeHTTP(w, r)
@@ -128,14 +131,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // wait holds the request for res.Wait (leaky-bucket shaping, nginx
 // limit_req without nodelay). It returns false when the request must not be
-// forwarded: the client went away (never forwarded, as nginx), or the wait
-// is beyond server.max_wait or server.max_waiting requests already wait —
-// then it is refused with the refusal status (the decision has charged it).
-func (s *Server) wait(w http.ResponseWriter, r *http.Request, rt *Runtime, res *policy.Result) bool {
+// forwarded: the client went away (never forwarded, as nginx: it stays
+// charged), or the wait is beyond server.max_wait or server.max_waiting
+// requests already wait — then it is refused with the refusal status, and
+// since a refused request is charged by none, the charge its decision made
+// is refunded first (policy.Limiter.Refund), so the refused requests leave
+// no water in the bucket to delay the next ones.
+func (s *Server) wait(w http.ResponseWriter, r *http.Request, rt *Runtime, route *policy.Route, res *policy.Result) bool {
 	d := time.Duration(res.Wait) * time.Millisecond
 	srv := &rt.Config.Server
 	if n := s.waiting.Add(1); d > srv.MaxWait || n > int64(srv.MaxWaiting) {
 		s.waiting.Add(-1)
+		// Refunded before answering: a client that retries on the answer
+		// must find the bucket without this request in it.
+		rt.Limiter.Refund(res)
+		if s.metrics != nil {
+			which := metrics.CapMaxWaiting
+			if d > srv.MaxWait {
+				which = metrics.CapMaxWait
+			}
+			s.metrics.ShapingRefusal(route.Name, which)
+		}
 		res.RetryAfter = res.Wait
 		writeProblem(w, r, problemQueueFull, rt, res)
 		return false

@@ -166,6 +166,11 @@ func newReverseProxy(u *config.Upstream, tr *http.Transport, ri *realip.Resolver
 			pr.Out.Header["X-Forwarded-Proto"] = v[2:3:3]
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if bodyTimedOut(r) { // the client stalled (its read also cancelled the context)
+				w.Header()["Connection"] = []string{"close"} // the rest of the body never comes
+				writeProblem(w, r, problemBodyTimeout, nil, nil)
+				return
+			}
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 				// The client went away: nobody to answer, not the upstream's fault.
 				return
@@ -179,11 +184,20 @@ func newReverseProxy(u *config.Upstream, tr *http.Transport, ri *realip.Resolver
 			writeProblem(w, r, problemBadGateway, nil, nil)
 		},
 	}
-	if limited {
-		rp.ModifyResponse = func(resp *http.Response) error {
-			stripQuotaHeaders(resp.Header)
-			return nil
+	rp.ModifyResponse = func(resp *http.Response) error {
+		// An upstream may answer a body cut short by server.body_timeout
+		// before the transport notices: the client still gets its 408.
+		if bodyTimedOut(resp.Request) {
+			return errBodyTimeout
 		}
+		if limited {
+			stripQuotaHeaders(resp.Header)
+		}
+		return nil
 	}
 	return rp
 }
+
+// errBodyTimeout makes ReverseProxy hand a response to ErrorHandler when
+// the client's body stalled (server.body_timeout).
+var errBodyTimeout = errors.New("request body stalled past server.body_timeout")

@@ -37,6 +37,16 @@ type Store interface {
 	// Release ends the Concurrency leases among checks (other kinds are
 	// ignored). It is called when the proxied request completes.
 	Release(ctx context.Context, checks []Check) error
+	// Refund undoes exactly the charge of a Decide that accepted these
+	// checks (same keys, limits, costs and leases) at now, the time that
+	// Decide returned, whatever other requests charged since: the proxy
+	// calls it when it refuses a request the policies had accepted (the
+	// shaping caps, server.max_wait and server.max_waiting), so that a
+	// refused request is charged by none. Concurrency leases among checks
+	// are released. Checks of cost 0 are ignored. The inverse per algorithm
+	// is algo.Limit.RefundLease (floors included). An error means the
+	// refund may not have run; the charge then stands until it expires.
+	Refund(ctx context.Context, checks []Check, now int64) error
 	// Close releases connections and background goroutines.
 	Close() error
 }

@@ -61,7 +61,7 @@ type BreakerOptions struct {
 // counts as a failure nor as a success. A deadline (context.DeadlineExceeded)
 // is a failure: the store was too slow.
 //
-// Release and Close pass through unchanged; their outcomes never move the
+// Release, Refund and Close pass through unchanged; their outcomes never move the
 // state (a lease that cannot be released expires after its TTL anyway).
 //
 // The closed-state hot path is one atomic load and one store, no clock
@@ -164,6 +164,14 @@ func (b *Breaker) notify(open bool) {
 // it never changes the breaker's state.
 func (b *Breaker) Release(ctx context.Context, checks []store.Check) error {
 	return b.next.Release(ctx, checks)
+}
+
+// Refund forwards to the wrapped store in every state, the circuit open
+// included (it follows a decision the store made, and an unrefunded charge
+// would stay until it expires), and returns its error; it never changes
+// the breaker's state.
+func (b *Breaker) Refund(ctx context.Context, checks []store.Check, now int64) error {
+	return b.next.Refund(ctx, checks, now)
 }
 
 // Close closes the wrapped store.

@@ -308,5 +308,34 @@ func (c *OverLimitCache) Release(ctx context.Context, checks []store.Check) erro
 	return c.next.Release(ctx, checks)
 }
 
+// Refund always forwards to the wrapped store: a refund is never answered
+// locally. A refund moves a key's state towards acceptance faster than
+// time does, which the cache's reasoning does not allow for, so the keys
+// refunded are forgotten first (a refusal recorded while the refunded
+// charge stood would otherwise hold too long). Other instances' caches
+// cannot know: their refusals of these keys may hold up to their
+// Retry-After longer than the store's — stricter, never more lenient.
+func (c *OverLimitCache) Refund(ctx context.Context, checks []store.Check, now int64) error {
+	if c.size.Load() > 0 {
+		for i := range checks {
+			c.size.Add(-c.shard(checks[i].Key).forget(checks[i].Key))
+		}
+	}
+	return c.next.Refund(ctx, checks, now)
+}
+
+// forget drops key's entry and returns how many entries went (0 or 1).
+func (s *olShard) forget(key string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.m[key]
+	if !ok {
+		return 0
+	}
+	s.unlink(e)
+	delete(s.m, key)
+	return 1
+}
+
 // Close closes the wrapped store.
 func (c *OverLimitCache) Close() error { return c.next.Close() }

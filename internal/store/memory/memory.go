@@ -234,6 +234,50 @@ func (s *Store) decideOne(c *store.Check, now int64, out *algo.Decision) int64 {
 	return now
 }
 
+// Refund implements store.Store: under the locks of their shards, it
+// undoes each check's charge of Cost made at now by an accepted Decide
+// (algo.Limit.RefundLease: the inverse the Valkey refund script applies),
+// whatever was charged since; Concurrency leases are dropped. A key that
+// is gone (idle, evicted) or now holds another kind is left alone, and the
+// keys keep their expiry: a refunded state is idle no later than the
+// charged one. now 0 means the store's clock. It never fails.
+func (s *Store) Refund(_ context.Context, checks []store.Check, now int64) error {
+	var keyBuf [inline]key
+	keys := keyBuf[:0]
+	for i := range checks {
+		keys = append(keys, s.hash(checks[i].Key))
+	}
+	var shardBuf [inline]uint32
+	shards := s.lock(keys, shardBuf[:0])
+	defer s.unlock(shards)
+	if now == 0 {
+		now = s.clock()
+	}
+	for i := range checks {
+		c := &checks[i]
+		if c.Cost <= 0 {
+			continue
+		}
+		sh := s.shard(keys[i])
+		_, idx := sh.find(keys[i])
+		if idx == 0 || sh.at(idx).kind() != c.Limit.Kind {
+			continue
+		}
+		e := sh.at(idx)
+		if isVar(c.Limit.Kind) {
+			// A copy: RefundLease replaces the slices, never their elements.
+			st := *sh.vars[e.k]
+			c.Limit.RefundLease(&st, now, c.Cost, c.Lease)
+			*sh.vars[e.k] = st
+			continue
+		}
+		st := algo.State{A: e.a, B: e.b, C: e.c}
+		c.Limit.RefundLease(&st, now, c.Cost, c.Lease)
+		e.a, e.b, e.c = st.A, st.B, st.C
+	}
+	return nil
+}
+
 // Release implements store.Store: it ends the Concurrency leases among
 // checks; other kinds and unknown leases are ignored. It never fails.
 func (s *Store) Release(_ context.Context, checks []store.Check) error {

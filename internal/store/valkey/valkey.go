@@ -443,6 +443,48 @@ func Slot(key string) uint16 {
 	return crc & 16383
 }
 
+// Refund implements store.Store: the script's refund mode
+// (lua/refund.lua, the inverse package algo's RefundLease mirrors) undoes
+// the charge that an accepted Decide of checks made at now. now must be
+// the time Decide returned (the server's TIME when it was called with 0);
+// 0 here would mean the server's TIME again, which undoes nothing useful.
+// On a Cluster, checks in several hash slots are refunded one slot group
+// at a time (not atomically across groups, like the split Decide).
+// Errors: connecting, timeout, a script error; groups before the failing
+// one are refunded.
+func (s *Store) Refund(ctx context.Context, checks []store.Check, now int64) error {
+	if len(checks) == 0 {
+		return nil
+	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	c, err := s.Client(ctx)
+	if err != nil {
+		return err
+	}
+	groups := [][]int{nil}
+	if c.Mode() == valkeygo.ClientModeCluster && len(checks) > 1 {
+		groups = slotGroups(checks)
+	}
+	if len(groups) == 1 {
+		if _, err := s.exec(ctx, c, modeRefund, checks, now); err != nil {
+			return fmt.Errorf("refunding: %w", err)
+		}
+		return nil
+	}
+	part := make([]store.Check, 0, len(checks))
+	for _, g := range groups {
+		part = part[:0]
+		for _, i := range g {
+			part = append(part, checks[i])
+		}
+		if _, err := s.exec(ctx, c, modeRefund, part, now); err != nil {
+			return fmt.Errorf("refunding: %w", err)
+		}
+	}
+	return nil
+}
+
 // Release implements store.Store: it removes the Concurrency leases among
 // checks (ZREM, pipelined). Errors: connecting, timeout, the first failed ZREM.
 func (s *Store) Release(ctx context.Context, checks []store.Check) error {
