@@ -352,6 +352,10 @@ type Result struct {
 	// (a dry-run check whose lease was not granted has its Lease cleared), so
 	// they must be renewed while the request runs and released after it.
 	held bool
+	// enforceFailed reports that the enforcing decision had a store error
+	// (the fail modes decided); a store error on the dry-run decision alone
+	// leaves the enforcing outcome standing.
+	enforceFailed bool
 	// charged, dryCharged and floorCharged report which decisions charged
 	// (all their checks accepted): the enforcing checks at Now, the dry-run
 	// checks at dryNow, the fallback floor (checks in sorted) at Now; Refund
@@ -369,7 +373,7 @@ func (res *Result) reset() {
 	// (it would decide the previous client's key).
 	res.sorted = res.sorted[:0]
 	res.out = res.out[:0]
-	res.leases, res.held = false, false
+	res.leases, res.held, res.enforceFailed = false, false, false
 	res.charged, res.dryCharged, res.floorCharged, res.refunded, res.dryNow = false, false, false, false, 0
 }
 
@@ -525,7 +529,7 @@ func (l *Limiter) decideChecks(ctx context.Context, res *Result) {
 		now, err := l.store.Decide(ctx, enforce, 0, res.out[:res.dryStart])
 		l.observeStore(start, err)
 		if err != nil {
-			res.Err = err
+			res.Err, res.enforceFailed = err, true
 			l.failEnforcing(ctx, res)
 			return
 		}
@@ -640,11 +644,11 @@ func (l *Limiter) failEnforcing(ctx context.Context, res *Result) {
 // finish derives statuses, the outcome, the wait and the binding policy,
 // and counts each policy's decision.
 func (l *Limiter) finish(res *Result) {
-	if res.Err == nil {
+	if !res.enforceFailed {
 		refused := false
 		for i := range res.Items {
 			it := &res.Items[i]
-			if it.check < 0 {
+			if it.check < 0 || it.Unknown { // exempt, or a dry-run store error
 				continue
 			}
 			it.Decision = res.out[it.check]
@@ -655,7 +659,7 @@ func (l *Limiter) finish(res *Result) {
 		}
 		for i := range res.Items {
 			it := &res.Items[i]
-			if it.check < 0 {
+			if it.check < 0 || (it.Unknown && it.Status == StoreError) {
 				continue
 			}
 			d := &it.Decision
@@ -670,7 +674,9 @@ func (l *Limiter) finish(res *Result) {
 				it.Status = NotCharged
 			case d.Wait > 0:
 				it.Status = Delayed
-				res.Wait = max(res.Wait, d.Wait)
+				if !it.Policy.DryRun { // nginx limit_req_dry_run: the rate is not enforced, nothing waits
+					res.Wait = max(res.Wait, d.Wait)
+				}
 			default:
 				it.Status = Allowed
 			}
