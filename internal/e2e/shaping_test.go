@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -253,6 +254,43 @@ func TestShapingMaxWaitRefunds(t *testing.T) {
 				}
 				return append(errs, shapingMetrics(t, in, "max_wait", 7, 1, 10)...)
 			})
+		})
+	}
+}
+
+// TestShapingRefusalHeaders: the quota headers of a shaping-cap refusal
+// describe the bucket after its refund. Leaky bucket 1 r/s, burst 20
+// (one request = 1000 units, draining 1 per ms), max_wait 1.5 s: two
+// simultaneous requests leave excess 1000; a third ~50 ms later would wait
+// ~1.95 s and is refused. Refunded, the bucket is at excess ~950: r = 19,
+// t = 2 s (counting the refused request it would read r=18;t=3).
+func TestShapingRefusalHeaders(t *testing.T) {
+	for _, st := range e2eStores {
+		t.Run(st, func(t *testing.T) {
+			t.Parallel()
+			in, _ := e2eStart(t, st, `
+server: { max_wait: 1500ms }
+upstreams: { app: { url: %q } }
+policies: { shape: { algorithm: leaky_bucket, rate: 1r/s, burst: 20, key: ip } }
+routes: [ { name: all, upstream: app, policies: [shape] } ]
+`)
+			_, ch := shapingBurst(t, in.URL+"/a", 2)
+			time.Sleep(50 * time.Millisecond)
+			resp, body := rlproxytest.Get(t, nil, in.URL+"/a")
+			if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, shapingQueueFull) {
+				t.Fatalf("third request: %d %s, want a shaping-queue-full refusal", resp.StatusCode, body)
+			}
+			if got := resp.Header.Get("RateLimit"); got != `"shape";r=19;t=2` {
+				t.Errorf("refusal RateLimit = %q, want %q (the refunded bucket)", got, `"shape";r=19;t=2`)
+			}
+			if got := resp.Header.Get("Retry-After"); got != "2" {
+				t.Errorf("refusal Retry-After = %q, want 2 (its wait, ~1.95 s, rounded up)", got)
+			}
+			for range 2 {
+				if a := shapingNext(t, ch); a.status != http.StatusOK {
+					t.Errorf("burst request: status %d, want 200", a.status)
+				}
+			}
 		})
 	}
 }

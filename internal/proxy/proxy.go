@@ -123,7 +123,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer rt.Limiter.Release(res)
 		defer stop()
 	}
-	if res.Wait > 0 && !s.wait(w, r, rt, route, res) {
+	if res.Wait > 0 && !s.wait(w, r, rt, route, ip, res) {
 		return
 	}
 	up.limited.ServeHTTP(w, r)
@@ -137,7 +137,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // since a refused request is charged by none, the charge its decision made
 // is refunded first (policy.Limiter.Refund), so the refused requests leave
 // no water in the bucket to delay the next ones.
-func (s *Server) wait(w http.ResponseWriter, r *http.Request, rt *Runtime, route *policy.Route, res *policy.Result) bool {
+func (s *Server) wait(w http.ResponseWriter, r *http.Request, rt *Runtime, route *policy.Route, ip netip.Addr, res *policy.Result) bool {
 	d := time.Duration(res.Wait) * time.Millisecond
 	srv := &rt.Config.Server
 	if n := s.waiting.Add(1); d > srv.MaxWait || n > int64(srv.MaxWaiting) {
@@ -152,7 +152,15 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, rt *Runtime, route
 			}
 			s.metrics.ShapingRefusal(route.Name, which)
 		}
-		res.RetryAfter = res.Wait
+		// The quota headers were set before the wait: describe the state
+		// without this request again (a peek after the refund).
+		peek := s.results.Get().(*policy.Result)
+		defer s.results.Put(peek)
+		if rt.Limiter.Peek(r.Context(), route, r, ip, peek) == nil {
+			res = peek
+			setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
+		}
+		res.RetryAfter = d.Milliseconds()
 		writeProblem(w, r, problemQueueFull, rt, res)
 		return false
 	}
