@@ -28,7 +28,7 @@ import (
 // builtinHashSecret keys the hash of credential-derived client ids when
 // store.key_hash_secret_env is not set. It is public (it is in this source),
 // so it only keeps credentials out of plain sight: operators should set
-// their own secret (docs/CONFIG.md).
+// their own secret (README.md, "Configuration reference").
 const builtinHashSecret = "rlproxy built-in key-hash secret: set store.key_hash_secret_env"
 
 // Load reads the config file at path and parses it with Parse. A file that

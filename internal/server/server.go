@@ -171,7 +171,7 @@ func (a *App) Start() error {
 	if cfg.AdminListen != "" {
 		opts := []admin.Option{admin.WithLogger(a.log)}
 		// RLPROXY_PPROF=1 adds /debug/pprof/ to the admin listener
-		// (docs/CONFIG.md): opt-in, because profiles expose internals.
+		// (README.md, "Configuration reference"): opt-in, because profiles expose internals.
 		if os.Getenv("RLPROXY_PPROF") == "1" {
 			opts = append(opts, admin.WithPprof())
 		}
