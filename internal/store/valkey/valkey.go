@@ -341,14 +341,22 @@ func (s *Store) refund(checks []store.Check, groups [][]int, now int64) error {
 	if err != nil {
 		return err
 	}
-	var part []store.Check
+	if err := s.refundGroups(ctx, c, checks, groups, now); err != nil {
+		return fmt.Errorf("refunding a split decision: %w", err)
+	}
+	return nil
+}
+
+// refundGroups runs the refund mode once per slot group of checks.
+func (s *Store) refundGroups(ctx context.Context, c valkeygo.Client, checks []store.Check, groups [][]int, now int64) error {
+	part := make([]store.Check, 0, len(checks))
 	for _, g := range groups {
 		part = part[:0]
 		for _, i := range g {
 			part = append(part, checks[i])
 		}
 		if _, err := s.exec(ctx, c, modeRefund, part, now); err != nil {
-			return fmt.Errorf("refunding a split decision: %w", err)
+			return err
 		}
 	}
 	return nil
@@ -472,15 +480,8 @@ func (s *Store) Refund(ctx context.Context, checks []store.Check, now int64) err
 		}
 		return nil
 	}
-	part := make([]store.Check, 0, len(checks))
-	for _, g := range groups {
-		part = part[:0]
-		for _, i := range g {
-			part = append(part, checks[i])
-		}
-		if _, err := s.exec(ctx, c, modeRefund, part, now); err != nil {
-			return fmt.Errorf("refunding: %w", err)
-		}
+	if err := s.refundGroups(ctx, c, checks, groups, now); err != nil {
+		return fmt.Errorf("refunding: %w", err)
 	}
 	return nil
 }
