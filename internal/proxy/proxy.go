@@ -30,7 +30,7 @@ type Runtime struct {
 	Limiter   *policy.Limiter
 	realIP    *realip.Resolver
 	upstreams map[string]*upstream // by route name
-	transport []*http.Transport
+	transport []*directTransport
 	quota     *quotaEndpoint
 }
 

@@ -30,7 +30,7 @@ func NewRuntime(cfg *config.Config, limiter *policy.Limiter, m *metrics.Metrics,
 		return nil, fmt.Errorf("building real_ip: %w", err)
 	}
 	rt := &Runtime{Config: cfg, Limiter: limiter, realIP: ri, upstreams: map[string]*upstream{}}
-	transports := map[string]*http.Transport{}
+	transports := map[string]*directTransport{}
 	for name, u := range cfg.Upstreams {
 		if u.Builtin != "" {
 			continue
@@ -67,10 +67,11 @@ func NewRuntime(cfg *config.Config, limiter *policy.Limiter, m *metrics.Metrics,
 }
 
 // Close releases the idle upstream connections of a Runtime that is no
-// longer served, and the quota endpoint's local limiter (its sweeper).
+// longer served (those of its in-flight requests close when they end), and
+// the quota endpoint's local limiter (its sweeper).
 func (rt *Runtime) Close() {
 	for _, tr := range rt.transport {
-		tr.CloseIdleConnections()
+		tr.Close()
 	}
 	if rt.quota != nil {
 		_ = rt.quota.local.Close()
@@ -81,19 +82,25 @@ func (rt *Runtime) Close() {
 // proxy that strips the upstream's own quota headers (ours are already set).
 type upstream struct{ plain, limited http.Handler }
 
-// newTransport sizes a transport for a busy upstream: many idle keep-alive
-// connections per host (the default 2 would open a connection per request
-// under load), bounded dial and response-header waits.
-func newTransport(u *config.Upstream) (*http.Transport, error) {
+// dialTimeout bounds connecting to an upstream.
+const dialTimeout = 5 * time.Second
+
+// newTransport returns u's transport: the direct path for body-less GET
+// and HEAD (transport.go) over an http.Transport sized for a busy upstream:
+// many idle keep-alive connections per host (the default 2 would open a
+// connection per request under load), bounded dial and response-header
+// waits.
+func newTransport(u *config.Upstream) (*directTransport, error) {
 	tr := &http.Transport{
-		Proxy:                 nil, // an environment HTTP proxy is never wanted between us and the upstream
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          4096,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   5 * time.Second,
-		ResponseHeaderTimeout: u.ResponseHeaderTimeout,
-		ExpectContinueTimeout: time.Second,
+		Proxy:                  nil, // an environment HTTP proxy is never wanted between us and the upstream
+		DialContext:            (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:           4096,
+		MaxIdleConnsPerHost:    1024,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    5 * time.Second,
+		ResponseHeaderTimeout:  u.ResponseHeaderTimeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 		// A proxy passes the client's Accept-Encoding through: without
 		// this the transport would ask for gzip on its own and unzip the
 		// answer, costing CPU on both sides for nothing.
@@ -107,7 +114,7 @@ func newTransport(u *config.Upstream) (*http.Transport, error) {
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 		tr.ForceAttemptHTTP2 = true
 	}
-	return tr, nil
+	return newDirectTransport(u.URL, tr), nil
 }
 
 // copyBufSize is the size of the response copy buffers (io.Copy's default).
@@ -137,7 +144,7 @@ const (
 	protoHTTPS = "https"
 )
 
-func newReverseProxy(u *config.Upstream, tr *http.Transport, ri *realip.Resolver, errs prometheus.Counter, log *slog.Logger, limited bool) *httputil.ReverseProxy {
+func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs prometheus.Counter, log *slog.Logger, limited bool) *httputil.ReverseProxy {
 	target := u.URL
 	rp := &httputil.ReverseProxy{
 		Transport:  tr,
