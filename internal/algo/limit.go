@@ -109,6 +109,22 @@ func (l *Limit) IdleMillis(s *State, now int64) int64 {
 	return max(end-now, 0)
 }
 
+// IdleAfterCharge is IdleMillis (ms from now until idle) of the state that
+// an accepted DecideLease or DecideInto with cost > 0 has just written, at
+// the same now, read off its Decision d rather than recomputed: the memory
+// store saves the two divisions of a bucket's IdleMillis on every charge.
+// It is d.ResetAfter for every kind but the sliding window counter, whose
+// charged count still weighs as prev for one window more: d.ResetAfter +
+// Period. (Concurrency without a lease only peeks; the equality holds for
+// that unchanged state too.) For anything else, e.g. a refused d, use
+// IdleMillis.
+func (l *Limit) IdleAfterCharge(d *Decision) int64 {
+	if l.Kind == SlidingWindow {
+		return d.ResetAfter + l.Period
+	}
+	return d.ResetAfter
+}
+
 // String describes the limit for logs and test failures, e.g.
 // "leaky bucket 10 r/s (burst 20, nodelay)" or "fixed window 100 per 1h0m0s".
 func (l *Limit) String() string {

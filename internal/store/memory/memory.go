@@ -62,7 +62,7 @@ type Store struct {
 	clock   func() int64
 	seeds   [2]maphash.Seed
 	shards  []shard
-	shift   uint // shard = hash[0] >> shift
+	shift   uint // shard = key.h0 >> shift
 	maxKeys int64
 	// keys and evictions are shared by the shards (changed only when a
 	// key is added or dropped, never on a hit).
@@ -132,7 +132,7 @@ func (s *Store) shardOf(k key) uint32 {
 	if s.shift == 64 {
 		return 0
 	}
-	return uint32(k[0] >> s.shift)
+	return uint32(k.h0 >> s.shift)
 }
 
 // inline is how many checks a decision handles without allocating.
@@ -183,7 +183,7 @@ func (s *Store) Decide(_ context.Context, checks []store.Check, now int64, out [
 				break
 			}
 		}
-		out[i] = c.Limit.DecideLease(&states[i], now, c.Cost, c.Lease)
+		c.Limit.DecideInto(&out[i], &states[i], now, c.Cost, c.Lease)
 		allowed = allowed && out[i].Allowed
 	}
 	for i := range checks {
@@ -193,12 +193,12 @@ func (s *Store) Decide(_ context.Context, checks []store.Check, now int64, out [
 		slot, idx := sh.find(keys[i])
 		switch {
 		case allowed && c.Cost > 0:
-			s.save(sh, slot, idx, keys[i], &c.Limit, &states[i], now)
+			s.save(sh, slot, idx, keys[i], &c.Limit, &states[i], now, c.Limit.IdleAfterCharge(&out[i]))
 		case !allowed && out[i].Allowed:
 			// Not charged: report the peek, on the state as it was.
 			var st algo.State
 			sh.load(idx, c.Limit.Kind, &st)
-			out[i] = c.Limit.DecideLease(&st, now, 0, c.Lease)
+			c.Limit.DecideInto(&out[i], &st, now, 0, c.Lease)
 			sh.touch(idx)
 		default:
 			sh.touch(idx)
@@ -223,9 +223,9 @@ func (s *Store) decideOne(c *store.Check, now int64, out *algo.Decision) int64 {
 	slot, idx := sh.find(k)
 	var st algo.State
 	sh.load(idx, c.Limit.Kind, &st)
-	*out = c.Limit.DecideLease(&st, now, c.Cost, c.Lease)
+	c.Limit.DecideInto(out, &st, now, c.Cost, c.Lease)
 	if out.Allowed && c.Cost > 0 {
-		s.save(sh, slot, idx, k, &c.Limit, &st, now)
+		s.save(sh, slot, idx, k, &c.Limit, &st, now, c.Limit.IdleAfterCharge(out))
 	} else {
 		sh.touch(idx)
 	}
@@ -391,9 +391,11 @@ func (sh *shard) load(idx uint32, kind algo.Kind, st *algo.State) {
 	}
 }
 
-// save stores k's charged state with its idle time; slot and idx are what
-// sh.find(k) returned. The shard must be locked.
-func (s *Store) save(sh *shard, slot, idx uint32, k key, l *algo.Limit, st *algo.State, now int64) {
+// save stores k's charged state with its idle time, idle ms after now (its
+// algo.Limit.IdleMillis, which the charge's decision already gives:
+// algo.Limit.IdleAfterCharge); slot and idx are what sh.find(k) returned.
+// The shard must be locked.
+func (s *Store) save(sh *shard, slot, idx uint32, k key, l *algo.Limit, st *algo.State, now, idle int64) {
 	if idx == 0 {
 		// An empty shard cannot make room: the bound then gives way, by
 		// at most one key per other shard.
@@ -421,7 +423,7 @@ func (s *Store) save(sh *shard, slot, idx uint32, k key, l *algo.Limit, st *algo
 	} else {
 		e.a, e.b, e.c = st.A, st.B, st.C
 	}
-	e.setMeta(l.Kind, now+l.IdleMillis(st, now))
+	e.setMeta(l.Kind, now+idle)
 	sh.toFront(idx)
 }
 

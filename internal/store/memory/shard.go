@@ -7,9 +7,10 @@ import (
 	"rlproxy/internal/algo"
 )
 
-// key is a state key hashed to 128 bits: [0] picks the shard (top bits),
-// [1] the index slot (low bits).
-type key [2]uint64
+// key is a state key hashed to 128 bits: h0 picks the shard (top bits),
+// h1 the index slot (low bits). A struct, not a [2]uint64: Go passes and
+// returns a two-field struct in registers, an array through memory.
+type key struct{ h0, h1 uint64 }
 
 // entry is one tracked key: 56 bytes whatever the key's length.
 type entry struct {
@@ -71,7 +72,7 @@ func (sh *shard) at(idx uint32) *entry {
 // it would go and position 0.
 func (sh *shard) find(k key) (slot, idx uint32) {
 	mask := uint32(len(sh.slots) - 1)
-	for slot = uint32(k[1]) & mask; ; slot = (slot + 1) & mask {
+	for slot = uint32(k.h1) & mask; ; slot = (slot + 1) & mask {
 		idx = sh.slots[slot]
 		if idx == 0 || sh.at(idx).k == k {
 			return slot, idx
@@ -114,7 +115,7 @@ func (sh *shard) grow() {
 		if idx == 0 {
 			continue
 		}
-		slot := uint32(sh.at(idx).k[1]) & mask
+		slot := uint32(sh.at(idx).k.h1) & mask
 		for sh.slots[slot] != 0 {
 			slot = (slot + 1) & mask
 		}
@@ -142,7 +143,7 @@ func (sh *shard) remove(idx uint32) {
 func (sh *shard) deleteSlot(hole uint32) {
 	mask := uint32(len(sh.slots) - 1)
 	for j := (hole + 1) & mask; sh.slots[j] != 0; j = (j + 1) & mask {
-		home := uint32(sh.at(sh.slots[j]).k[1]) & mask
+		home := uint32(sh.at(sh.slots[j]).k.h1) & mask
 		// The entry at j may fill the hole unless its home lies cyclically
 		// in (hole, j].
 		if (j-home)&mask >= (j-hole)&mask {
