@@ -41,6 +41,9 @@ const maxResponseHeaderBytes = 1 << 20
 // What it keeps of http.Transport's behaviour for these requests:
 //   - keep-alive reuse of at most MaxIdleConnsPerHost idle connections,
 //     each closed once idle for IdleConnTimeout;
+//   - a connection is reused only if nothing arrived on it while idle
+//     (directConn.silent): bytes no request asked for — a stray or late
+//     response, a 408 before closing — never reach the next client;
 //   - a reused connection that the upstream closed while it was idle is
 //     found out before any response byte arrives, and the request (GET and
 //     HEAD are idempotent, RFC 9110 §9.2.2) goes again on another
@@ -71,12 +74,13 @@ type directTransport struct {
 // directConn is one upstream connection with its buffers. It is the
 // buffered reader's source, so a header size bound can be applied.
 type directConn struct {
-	t     *directTransport
-	conn  net.Conn
-	br    *bufio.Reader
-	bw    *bufio.Writer
-	limit int64     // bytes that may still be read (the header bound)
-	since time.Time // when it went idle
+	t         *directTransport
+	conn      net.Conn
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	limit     int64     // bytes that may still be read (the header bound)
+	since     time.Time // when it went idle
+	idleProbe           // silent's state (transport_unix.go)
 }
 
 // newDirectTransport returns the transport of upstream u (an http URL),
@@ -129,7 +133,10 @@ func (t *directTransport) get(ctx context.Context) (pc *directConn, reused bool,
 	for {
 		select {
 		case pc = <-t.idle:
-			if t.idleTimeout > 0 && time.Since(pc.since) >= t.idleTimeout {
+			// Expired, or not silent since its last response (closed by
+			// the upstream, or bytes no request asked for — a stray
+			// response must never reach the next client): another one.
+			if t.idleTimeout > 0 && time.Since(pc.since) >= t.idleTimeout || !pc.silent() {
 				pc.conn.Close()
 				continue
 			}
@@ -141,6 +148,7 @@ func (t *directTransport) get(ctx context.Context) (pc *directConn, reused bool,
 			return nil, false, err
 		}
 		pc = &directConn{t: t, conn: c}
+		pc.initSilent()
 		pc.br = bufio.NewReaderSize(pc, 4096)
 		pc.bw = bufio.NewWriterSize(c, 4096)
 		return pc, false, nil
@@ -209,7 +217,11 @@ func (t *directTransport) sweep() {
 			pc.conn.Close()
 		}
 	}
-	if next > 0 && !t.closed.Load() {
+	if t.closed.Load() { // Close drained the pool while these were out
+		t.drain(false)
+		return
+	}
+	if next > 0 {
 		t.armJanitor(next)
 	}
 }
@@ -282,10 +294,13 @@ func (pc *directConn) roundTrip(req *http.Request, reused bool) (resp *http.Resp
 		_ = pc.conn.SetReadDeadline(time.Now().Add(d))
 	}
 	pc.limit = maxResponseHeaderBytes
-	if err := req.Write(pc.bw); err != nil {
-		return abort(err)
+	// A write error on a reused connection is a stale one too (a header
+	// over the 4 KiB buffer reaches the socket within Write).
+	err = req.Write(pc.bw)
+	if err == nil {
+		err = pc.bw.Flush()
 	}
-	if err := pc.bw.Flush(); err != nil {
+	if err != nil {
 		if reused && ctx.Err() == nil {
 			return stale()
 		}
@@ -318,6 +333,11 @@ func (pc *directConn) roundTrip(req *http.Request, reused bool) (resp *http.Resp
 	pc.limit = math.MaxInt64
 	if pc.t.headerTimeout > 0 {
 		_ = pc.conn.SetReadDeadline(time.Time{})
+		// A cancellation whose deadline the line above just cleared
+		// would be lost and the body read unbounded.
+		if ctx.Err() != nil {
+			return abort(ctx.Err())
+		}
 	}
 	keep := !resp.Close && !req.Close
 	if resp.Body == http.NoBody {
