@@ -92,6 +92,16 @@ func refProxy(t *testing.T, upstream string) *httptest.Server {
 	return px
 }
 
+// proxyFor returns the base URL of a proxy to upstream: rlproxy's request
+// path (which "rlproxy") or the reference.
+func proxyFor(t *testing.T, which, upstream string) string {
+	t.Helper()
+	if which == "rlproxy" {
+		return proxyTo(t, upstream, "").URL
+	}
+	return refProxy(t, upstream).URL
+}
+
 // tryGet is get without t.Fatal on transport errors.
 func tryGet(c *http.Client, method, url string) (int, string, error) {
 	req, err := http.NewRequest(method, url, nil)

@@ -20,10 +20,7 @@ func TestTransportBytesAfterBody(t *testing.T) {
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s\r\n", len(body), body)
 			return true
 		})
-		base := refProxy(t, up.URL).URL
-		if which == "rlproxy" {
-			base = proxyTo(t, up.URL, "").URL
-		}
+		base := proxyFor(t, which, up.URL)
 		c := &http.Client{Transport: &http.Transport{}}
 		var got []string
 		for i := range 3 {
@@ -45,10 +42,7 @@ func TestTransportBytesAfterBody(t *testing.T) {
 func TestTransportStaleConnectionBigRequestHeader(t *testing.T) {
 	for _, which := range []string{"rlproxy", "reference"} {
 		up := newCountedUpstream(t, hello)
-		base := refProxy(t, up.URL).URL
-		if which == "rlproxy" {
-			base = proxyTo(t, up.URL, "").URL
-		}
+		base := proxyFor(t, which, up.URL)
 		c := &http.Client{Transport: &http.Transport{}}
 		var fails []string
 		for i := range 10 {

@@ -66,12 +66,7 @@ func TestTransportStrayResponseNotDelivered(t *testing.T) {
 					normal(c, req)
 					return true
 				})
-				var base string
-				if which == "rlproxy" {
-					base = proxyTo(t, up.URL, "").URL
-				} else {
-					base = refProxy(t, up.URL).URL
-				}
+				base := proxyFor(t, which, up.URL)
 				c := &http.Client{Transport: &http.Transport{}}
 				code1, body1, err1 := tryGet(c, tc.method, base+"/a")
 				time.Sleep(tc.gap)

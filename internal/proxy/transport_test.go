@@ -78,14 +78,22 @@ func hello(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "hello") 
 // Sequential requests share one upstream connection.
 func TestTransportKeepAlive(t *testing.T) {
 	up := newCountedUpstream(t, hello)
+	getSequential(t, up, 50, "hello", 1)
+}
+
+// getSequential sends n GETs one after the other through a proxy to up,
+// each of which must answer 200 with body, and then checks that up saw
+// conns connections.
+func getSequential(t *testing.T, up *countedUpstream, n int, body string, conns int64) {
+	t.Helper()
 	px := proxyTo(t, up.URL, "")
-	for i := range 50 {
-		if code, body := get(t, px.Client(), http.MethodGet, px.URL+"/x"); code != 200 || body != "hello" {
-			t.Fatalf("request %d: %d %q", i, code, body)
+	for i := range n {
+		if code, got := get(t, px.Client(), http.MethodGet, px.URL+"/x"); code != 200 || got != body {
+			t.Fatalf("request %d: %d %q, want 200 %q", i, code, got, body)
 		}
 	}
-	if n := up.conns.Load(); n != 1 {
-		t.Errorf("upstream connections: %d, want 1", n)
+	if got := up.conns.Load(); got != conns {
+		t.Errorf("upstream connections: %d, want %d", got, conns)
 	}
 }
 
@@ -121,15 +129,7 @@ func TestTransportConnectionClose(t *testing.T) {
 		w.Header().Set("Connection", "close")
 		io.WriteString(w, "bye")
 	})
-	px := proxyTo(t, up.URL, "")
-	for i := range 4 {
-		if code, body := get(t, px.Client(), http.MethodGet, px.URL+"/x"); code != 200 || body != "bye" {
-			t.Fatalf("request %d: %d %q", i, code, body)
-		}
-	}
-	if n := up.conns.Load(); n != 4 {
-		t.Errorf("upstream connections: %d, want 4", n)
-	}
+	getSequential(t, up, 4, "bye", 4)
 }
 
 // response_header_timeout bounds the wait for the upstream's header (502),
