@@ -13,7 +13,6 @@ import (
 	"net/textproto"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -40,7 +39,8 @@ const maxResponseHeaderBytes = 1 << 20
 //
 // What it keeps of http.Transport's behaviour for these requests:
 //   - keep-alive reuse of at most MaxIdleConnsPerHost idle connections,
-//     each closed once idle for IdleConnTimeout;
+//     the most recently used first (so a surplus left by a burst goes
+//     idle and is closed after IdleConnTimeout under a light load);
 //   - a connection is reused only if nothing arrived on it while idle
 //     (directConn.silent): bytes no request asked for — a stray or late
 //     response, a 408 before closing — never reach the next client;
@@ -60,15 +60,19 @@ type directTransport struct {
 	host          string // the upstream URL's host[:port], as requests carry it
 	addr          string // host:port to dial
 	dialer        *net.Dialer
-	idle          chan *directConn // idle connections (FIFO)
-	idleTimeout   time.Duration    // 0 = idle connections are kept
-	headerTimeout time.Duration    // 0 = no bound
+	maxIdle       int
+	idleTimeout   time.Duration // 0 = idle connections are kept
+	headerTimeout time.Duration // 0 = no bound
 	fallback      *http.Transport
-	closed        atomic.Bool
+
+	mu     sync.Mutex
+	closed bool // Close was called
+	// idle is a stack of idle connections, oldest first: get pops the
+	// most recent, sweep closes expired ones from the bottom.
+	idle []*directConn
 	// janitor is armed while connections are idle: it closes the ones idle
 	// for idleTimeout, as http.Transport's per-connection timers do.
-	janitorMu sync.Mutex
-	janitor   *time.Timer
+	janitor *time.Timer
 }
 
 // directConn is one upstream connection with its buffers. It is the
@@ -94,7 +98,7 @@ func newDirectTransport(u *url.URL, fallback *http.Transport) *directTransport {
 		host:          u.Host,
 		addr:          addr,
 		dialer:        &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
-		idle:          make(chan *directConn, fallback.MaxIdleConnsPerHost),
+		maxIdle:       fallback.MaxIdleConnsPerHost,
 		idleTimeout:   fallback.IdleConnTimeout,
 		headerTimeout: fallback.ResponseHeaderTimeout,
 		fallback:      fallback,
@@ -105,6 +109,9 @@ func newDirectTransport(u *url.URL, fallback *http.Transport) *directTransport {
 func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.handles(req) {
 		return t.fallback.RoundTrip(req)
+	}
+	if err := req.Context().Err(); err != nil { // the client left already
+		return nil, err
 	}
 	for {
 		pc, reused, err := t.get(req.Context())
@@ -131,113 +138,76 @@ func (t *directTransport) handles(req *http.Request) bool {
 // get returns an idle connection (reused) or dials a new one.
 func (t *directTransport) get(ctx context.Context) (pc *directConn, reused bool, err error) {
 	for {
-		select {
-		case pc = <-t.idle:
-			// Expired, or not silent since its last response (closed by
-			// the upstream, or bytes no request asked for — a stray
-			// response must never reach the next client): another one.
-			if t.idleTimeout > 0 && time.Since(pc.since) >= t.idleTimeout || !pc.silent() {
-				pc.conn.Close()
-				continue
-			}
-			return pc, true, nil
-		default:
+		t.mu.Lock()
+		if n := len(t.idle); n > 0 {
+			pc = t.idle[n-1]
+			t.idle[n-1] = nil
+			t.idle = t.idle[:n-1]
 		}
-		c, err := t.dialer.DialContext(ctx, "tcp", t.addr)
-		if err != nil {
-			return nil, false, err
+		t.mu.Unlock()
+		if pc == nil {
+			break
 		}
-		pc = &directConn{t: t, conn: c}
-		pc.initSilent()
-		pc.br = bufio.NewReaderSize(pc, 4096)
-		pc.bw = bufio.NewWriterSize(c, 4096)
-		return pc, false, nil
+		// Expired, or not silent since its last response (closed by the
+		// upstream, or bytes no request asked for — a stray response must
+		// never reach the next client): another one.
+		if t.idleTimeout > 0 && time.Since(pc.since) >= t.idleTimeout || !pc.silent() {
+			pc.conn.Close()
+			pc = nil
+			continue
+		}
+		return pc, true, nil
 	}
+	c, err := t.dialer.DialContext(ctx, "tcp", t.addr)
+	if err != nil {
+		return nil, false, err
+	}
+	pc = &directConn{t: t, conn: c}
+	pc.initSilent()
+	pc.br = bufio.NewReaderSize(pc, 4096)
+	pc.bw = bufio.NewWriterSize(c, 4096)
+	return pc, false, nil
 }
 
 // put returns pc to the idle pool; it closes pc when the pool is full or
 // the transport is closed.
 func (t *directTransport) put(pc *directConn) {
-	if t.closed.Load() {
-		pc.conn.Close()
-		return
-	}
 	pc.since = time.Now()
-	select {
-	case t.idle <- pc:
-	default:
+	t.mu.Lock()
+	if t.closed || len(t.idle) >= t.maxIdle {
+		t.mu.Unlock()
 		pc.conn.Close()
 		return
 	}
-	if t.closed.Load() { // closed meanwhile: Close may have drained already
-		t.drain(false)
-		return
+	t.idle = append(t.idle, pc)
+	if t.idleTimeout > 0 && t.janitor == nil {
+		t.janitor = time.AfterFunc(t.idleTimeout, t.sweep)
 	}
-	if t.idleTimeout > 0 {
-		t.armJanitor(t.idleTimeout)
-	}
+	t.mu.Unlock()
 }
 
-// armJanitor schedules a sweep of the idle pool in d unless one is pending.
-func (t *directTransport) armJanitor(d time.Duration) {
-	t.janitorMu.Lock()
-	if t.janitor == nil {
-		t.janitor = time.AfterFunc(d, t.sweep)
-	}
-	t.janitorMu.Unlock()
-}
-
-// sweep closes the connections idle for idleTimeout and re-arms itself for
-// the oldest one left.
+// sweep closes the connections idle for idleTimeout (the bottom of the
+// stack, which is ordered by idle time) and re-arms itself for the oldest
+// one left.
 func (t *directTransport) sweep() {
-	t.janitorMu.Lock()
-	t.janitor = nil
-	t.janitorMu.Unlock()
-	var keep []*directConn
 	now := time.Now()
-	next := time.Duration(0)
-	for n := len(t.idle); n > 0; n-- {
-		select {
-		case pc := <-t.idle:
-			if age := now.Sub(pc.since); age >= t.idleTimeout {
-				pc.conn.Close()
-			} else {
-				keep = append(keep, pc)
-				if left := t.idleTimeout - age; next == 0 || left < next {
-					next = left
-				}
-			}
-		default:
-		}
+	t.mu.Lock()
+	i := 0
+	for i < len(t.idle) && now.Sub(t.idle[i].since) >= t.idleTimeout {
+		i++
 	}
-	for _, pc := range keep {
-		select {
-		case t.idle <- pc:
-		default:
-			pc.conn.Close()
-		}
+	expired := make([]*directConn, i)
+	copy(expired, t.idle[:i])
+	n := copy(t.idle, t.idle[i:])
+	clear(t.idle[n:])
+	t.idle = t.idle[:n]
+	t.janitor = nil
+	if n > 0 && !t.closed {
+		t.janitor = time.AfterFunc(t.idleTimeout-now.Sub(t.idle[0].since), t.sweep)
 	}
-	if t.closed.Load() { // Close drained the pool while these were out
-		t.drain(false)
-		return
-	}
-	if next > 0 {
-		t.armJanitor(next)
-	}
-}
-
-// drain closes every idle connection; close also closes the fallback's.
-func (t *directTransport) drain(close bool) {
-	for {
-		select {
-		case pc := <-t.idle:
-			pc.conn.Close()
-		default:
-			if close {
-				t.fallback.CloseIdleConnections()
-			}
-			return
-		}
+	t.mu.Unlock()
+	for _, pc := range expired {
+		pc.conn.Close()
 	}
 }
 
@@ -245,8 +215,26 @@ func (t *directTransport) drain(close bool) {
 // connection that becomes idle later close: the Runtime that owns t is
 // no longer served (a reload replaced it).
 func (t *directTransport) Close() {
-	t.closed.Store(true)
-	t.drain(true)
+	t.mu.Lock()
+	t.closed = true
+	idle := t.idle
+	t.idle = nil
+	if t.janitor != nil {
+		t.janitor.Stop()
+		t.janitor = nil
+	}
+	t.mu.Unlock()
+	for _, pc := range idle {
+		pc.conn.Close()
+	}
+	t.fallback.CloseIdleConnections()
+}
+
+// idleLen is the number of pooled idle connections.
+func (t *directTransport) idleLen() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.idle)
 }
 
 // errStaleConn is a reused connection that ended before any response byte.
@@ -329,6 +317,7 @@ func (pc *directConn) roundTrip(req *http.Request, reused bool) (resp *http.Resp
 				return abort(err)
 			}
 		}
+		pc.limit = maxResponseHeaderBytes // each response header has the bound, as in http.Transport
 	}
 	pc.limit = math.MaxInt64
 	if pc.t.headerTimeout > 0 {

@@ -24,8 +24,6 @@ func TestDirectTransportPool(t *testing.T) {
 	}))
 	defer up.Close()
 	u, _ := url.Parse(up.URL)
-	dt := newDirectTransport(u, &http.Transport{MaxIdleConnsPerHost: 4})
-	defer dt.Close()
 	cases := []struct {
 		path     string
 		read     int64 // bytes read before Close; -1 = all
@@ -39,7 +37,8 @@ func TestDirectTransportPool(t *testing.T) {
 		{"/all", -1, true, 0},
 	}
 	for _, c := range cases {
-		dt.drain(false)
+		dt := newDirectTransport(u, &http.Transport{MaxIdleConnsPerHost: 4})
+		defer dt.Close()
 		req, _ := http.NewRequest(http.MethodGet, up.URL+c.path, nil)
 		req.Close = c.reqClose
 		resp, err := dt.RoundTrip(req)
@@ -55,7 +54,7 @@ func TestDirectTransportPool(t *testing.T) {
 			t.Fatalf("%s: reading: %v", c.path, err)
 		}
 		resp.Body.Close()
-		if n := len(dt.idle); n != c.pooled {
+		if n := dt.idleLen(); n != c.pooled {
 			t.Errorf("%s read %d, request close %v: %d pooled, want %d", c.path, c.read, c.reqClose, n, c.pooled)
 		}
 	}
@@ -89,18 +88,18 @@ func TestDirectTransportIdleTimeoutAndClose(t *testing.T) {
 	resp := roundTrip()
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if len(dt.idle) != 1 {
-		t.Fatalf("%d pooled after a full read, want 1", len(dt.idle))
+	if dt.idleLen() != 1 {
+		t.Fatalf("%d pooled after a full read, want 1", dt.idleLen())
 	}
 	time.Sleep(600 * time.Millisecond)
-	if n := len(dt.idle); n != 0 || closed.Load() != 1 {
+	if n := dt.idleLen(); n != 0 || closed.Load() != 1 {
 		t.Errorf("after 3 idle timeouts: %d pooled, upstream saw %d closed; want 0, 1", n, closed.Load())
 	}
 	resp = roundTrip()
 	dt.Close()
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if n := len(dt.idle); n != 0 {
+	if n := dt.idleLen(); n != 0 {
 		t.Errorf("%d pooled after Close, want 0", n)
 	}
 }
