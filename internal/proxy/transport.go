@@ -16,11 +16,10 @@ import (
 	"time"
 )
 
-// maxResponseHeaderBytes bounds an upstream response header (status line
-// and fields, 1 MiB) on both paths of an upstream's transport; a larger
-// one is a 502. nginx's
-// proxy_buffer_size (4–8 KiB) is stricter; http.Transport's default is
-// 10 MB.
+// maxResponseHeaderBytes bounds each upstream response header (status
+// line and fields, 1 MiB) on both paths of an upstream's transport; a
+// larger one is a 502. nginx's proxy_buffer_size (4–8 KiB) is stricter;
+// http.Transport's default is 10 MB.
 const maxResponseHeaderBytes = 1 << 20
 
 // directTransport is the transport of a plain-HTTP upstream: an
@@ -60,7 +59,7 @@ type directTransport struct {
 	host          string // the upstream URL's host[:port], as requests carry it
 	addr          string // host:port to dial
 	dialer        *net.Dialer
-	maxIdle       int
+	maxIdle       int           // idle connections kept at most
 	idleTimeout   time.Duration // 0 = idle connections are kept
 	headerTimeout time.Duration // 0 = no bound
 	fallback      *http.Transport
@@ -172,8 +171,8 @@ func (t *directTransport) get(ctx context.Context) (pc *directConn, reused bool,
 // put returns pc to the idle pool; it closes pc when the pool is full or
 // the transport is closed.
 func (t *directTransport) put(pc *directConn) {
-	pc.since = time.Now()
 	t.mu.Lock()
+	pc.since = time.Now() // under the lock: the stack stays ordered by idle time
 	if t.closed || len(t.idle) >= t.maxIdle {
 		t.mu.Unlock()
 		pc.conn.Close()
