@@ -73,23 +73,9 @@ func lenOf(m *map[algo.Limit]*limitArgs) int {
 	return len(*m)
 }
 
-// execBuf is the KEYS and ARGV scratch of one script run. valkey-go copies
-// both into its command, so they go back to execBufs once it is built and run.
-type execBuf struct{ keys, args []string }
-
-var execBufs = sync.Pool{New: func() any { return new(execBuf) }}
-
-// release returns b to execBufs, dropping its strings (client keys must
-// not outlive the request in a pool).
-func (b *execBuf) release() {
-	clear(b.keys)
-	clear(b.args)
-	execBufs.Put(b)
-}
-
 // scriptArgs fills b with KEYS and ARGV for checks in mode at now
 // (lua/dispatch.lua: now, mode, then argsPerCheck values per check).
-func (s *Store) scriptArgs(b *execBuf, mode string, checks []store.Check, now int64) {
+func (s *Store) scriptArgs(b *call, mode string, checks []store.Check, now int64) {
 	b.keys = b.keys[:0]
 	b.args = append(b.args[:0], strconv.FormatInt(now, 10), mode)
 	for i := range checks {

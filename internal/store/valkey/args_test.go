@@ -19,7 +19,7 @@ func TestScriptArgs(t *testing.T) {
 		{Key: "rl:v1:{ip:1}:a:tb", Limit: tb, Cost: 3},
 		{Key: "rl:v1:{ip:1}:b:lb", Limit: lb, Cost: 1, Lease: "x"},
 	}
-	var b execBuf
+	var b call
 	for range 2 { // the second round reads the cache
 		s.scriptArgs(&b, modeDecide, checks, 1700000000123)
 		want := []string{"1700000000123", "0",

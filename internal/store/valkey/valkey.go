@@ -57,6 +57,8 @@ type Options struct {
 	TLS *tls.Config
 	// Timeout bounds each Decide and Release (unless the caller's context
 	// has an earlier deadline) and each dial; 0 = no store-imposed bound.
+	// A decision that joins a batch (batch.go) is bounded by its batch's
+	// Timeout, counted from when the batch is sent.
 	Timeout time.Duration
 	// KeyPrefix is the prefix the policy layer puts in front of every key
 	// (config key_prefix, e.g. "rl:"). Check keys already carry it; it is
@@ -72,6 +74,7 @@ type Store struct {
 	prefix string
 	tmo    time.Duration
 	script *valkeygo.Lua
+	sha    string // the script's SHA-1 (ScriptSHA)
 
 	// conn holds the client once connected; a value in connecting is the
 	// right to create it (a one-slot semaphore that never blocks callers).
@@ -79,6 +82,7 @@ type Store struct {
 	connecting chan struct{}
 
 	limits limitCache // each limit's ARGV strings (args.go)
+	batch  batcher    // concurrent runs share one DoMulti (batch.go)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -112,6 +116,7 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 		prefix:     opt.KeyPrefix,
 		tmo:        opt.Timeout,
 		script:     valkeygo.NewLuaScript(src),
+		sha:        sha1Hex(src),
 		connecting: make(chan struct{}, 1),
 	}
 	if opt.Timeout > 0 {
@@ -163,7 +168,13 @@ func Script() string {
 // ScriptSHA returns the lowercase hex SHA-1 of Script: the name Decide
 // calls it by (EVALSHA) once the server has it (SCRIPT LOAD).
 func ScriptSHA() string {
-	sum := sha1.Sum([]byte(Script()))
+	return sha1Hex(Script())
+}
+
+// sha1Hex returns the lowercase hex SHA-1 of src, the name a script is
+// cached under on the server.
+func sha1Hex(src string) string {
+	sum := sha1.Sum([]byte(src))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -240,14 +251,15 @@ func (s *Store) Decide(ctx context.Context, checks []store.Check, now int64, out
 	if len(out) != len(checks) {
 		return 0, fmt.Errorf("deciding: %d checks but %d decisions", len(checks), len(out))
 	}
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	c, err := s.Client(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if c.Mode() == valkeygo.ClientModeCluster && len(checks) > 1 {
 		if groups := slotGroups(checks); len(groups) > 1 {
+			// One bound for all the runs of a split decision.
+			ctx, cancel := s.withTimeout(ctx)
+			defer cancel()
 			return s.decideGroups(ctx, c, checks, groups, now, out)
 		}
 	}
@@ -362,12 +374,25 @@ func (s *Store) refundGroups(ctx context.Context, c valkeygo.Client, checks []st
 	return nil
 }
 
-// exec runs the script in mode over checks at now and returns its reply.
+// exec runs the script in mode over checks at now, bounded by
+// Options.Timeout (or ctx's earlier deadline), and returns its reply. The
+// run joins a batch of concurrent runs (batch.go) unless ctx has a deadline
+// of its own within Options.Timeout.
 func (s *Store) exec(ctx context.Context, c valkeygo.Client, mode string, checks []store.Check, now int64) ([]valkeygo.ValkeyMessage, error) {
-	b := execBufs.Get().(*execBuf)
-	defer b.release()
-	s.scriptArgs(b, mode, checks, now)
-	return s.script.Exec(ctx, c, b.keys, b.args).ToArray()
+	cl := calls.Get().(*call)
+	s.scriptArgs(cl, mode, checks, now)
+	if s.batches(ctx) {
+		res, err := s.batch.do(ctx, s, c, cl)
+		if err != nil {
+			return nil, err // cl stays with the batch
+		}
+		defer cl.release()
+		return res.ToArray()
+	}
+	defer cl.release()
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	return s.script.Exec(ctx, c, cl.keys, cl.args).ToArray()
 }
 
 // run decides checks (all in one slot) with one script run in mode

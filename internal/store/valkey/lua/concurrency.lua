@@ -1,23 +1,22 @@
 -- Concurrency (algo.Concurrency = 6). A sorted set of leases: member =
 -- lease id, score = expiry ms. A lease is live while expiry > now. Any
 -- cost > 0 acquires or refreshes one lease; without a lease id it peeks.
-A[6] = function(key, c, now)
-  if c.lease == '' then
-    c.cost = 0
+local function concurrency(key, now, charge, count, period, _, _, _, cost, lease)
+  if lease == '' then
+    cost = 0
   end
   local live = '(' .. int(now)
   local held = redis.call('ZCOUNT', key, live, '+inf')
-  local mine = tonumber(redis.call('ZSCORE', key, c.lease) or 0)
+  local mine = tonumber(redis.call('ZSCORE', key, lease) or 0)
   local has = mine > now
   local latest = 0
   if held > 0 then
     latest = score(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES'))
   end
-  if has or held < c.count then
+  if has or held < count then
     local after = held
-    local write
-    if c.cost > 0 then
-      local exp = now + c.period
+    if cost > 0 then
+      local exp = now + period
       if not has then
         after = held + 1
       end
@@ -25,14 +24,14 @@ A[6] = function(key, c, now)
       local others = redis.call('ZREVRANGE', key, 0, 1, 'WITHSCORES')
       latest = exp
       for j = 1, #others, 2 do
-        if others[j] ~= c.lease then
+        if others[j] ~= lease then
           latest = math.max(latest, tonumber(others[j + 1]))
           break
         end
       end
-      write = function()
+      if charge then
         redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now))
-        redis.call('ZADD', key, int(exp), c.lease)
+        redis.call('ZADD', key, int(exp), lease)
         redis.call('PEXPIRE', key, int(math.max(latest - now, 1)))
       end
     end
@@ -40,8 +39,8 @@ A[6] = function(key, c, now)
     if after > 0 then
       reset = latest - now
     end
-    return { 1, math.max(c.count - after, 0), 0, 0, reset }, write
+    return 1, math.max(count - after, 0), 0, 0, reset
   end
   local earliest = score(redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
-  return { 0, 0, math.max(earliest - now, 1), 0, latest - now }
+  return 0, 0, math.max(earliest - now, 1), 0, latest - now
 end

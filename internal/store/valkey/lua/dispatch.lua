@@ -1,10 +1,11 @@
 -- rlproxy decision script, part 3 of 3: the dispatcher.
--- KEYS: one key per check. ARGV[1] = now (Unix ms; 0 = the server's TIME),
--- ARGV[2] = mode: 0 decide (charge all or none), 1 check (decide, write
--- nothing; accepted checks report their cost-0 values), 2 refund (undo a
--- charge made at now, refund.lua; reply {now}); then 8 per check: kind, Count, Period, Burst, Delay, NoDelay (0/1), cost,
--- lease id. Reply: {now, then per check allowed, remaining, retryAfter,
--- wait, resetAfter}.
+-- KEYS: one key per check, all distinct. ARGV[1] = now (Unix ms; 0 = the
+-- server's TIME), ARGV[2] = mode: 0 decide (charge all or none), 1 check
+-- (decide, write nothing; accepted checks report their cost-0 values), 2
+-- refund (undo a charge made at now, refund.lua; reply {now}); then 8 per
+-- check: kind, Count, Period, Burst, Delay, NoDelay (0/1), cost, lease id.
+-- Reply: {now, then per check allowed, remaining, retryAfter, wait,
+-- resetAfter}.
 local nargs = 8
 if #ARGV ~= 2 + nargs * #KEYS then
   return redis.error_reply('ERR rlproxy: ' .. #ARGV .. ' args for ' .. #KEYS .. ' keys, want 2+8 per key')
@@ -16,85 +17,83 @@ if now == 0 then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- quota is q of RateLimit-Policy: requests accepted at one instant from
--- idle (algo.Limit.Quota); a larger cost can never be accepted.
-local function quota(kind, c)
-  if kind == 4 then
-    return c.burst
-  elseif kind == 5 then
-    return c.burst + 1
-  end
-  return c.count
-end
-
 if mode == '2' then
+  local U = { refund_fixed_window, refund_sliding_log, refund_sliding_window,
+    refund_token_bucket, refund_leaky_bucket, refund_concurrency }
   for i = 1, #KEYS do
     local b = 2 + (i - 1) * nargs
-    local f = U[tonumber(ARGV[b + 1])]
-    if f and tonumber(ARGV[b + 7]) > 0 then
-      f(KEYS[i], {
-        count = tonumber(ARGV[b + 2]),
-        period = tonumber(ARGV[b + 3]),
-        burst = tonumber(ARGV[b + 4]),
-        cost = tonumber(ARGV[b + 7]),
-        lease = ARGV[b + 8],
-      }, now)
+    local f, cost = U[tonumber(ARGV[b + 1])], tonumber(ARGV[b + 7])
+    if f and cost > 0 then
+      f(KEYS[i], now, tonumber(ARGV[b + 3]), cost, ARGV[b + 8])
     end
   end
   return { now }
 end
 
--- Phase 1: every decision, reads only.
-local checks, ds, writes = {}, {}, {}
-local all = true
+-- The algorithms by kind number (algo.Kind).
+local A = { fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, concurrency }
 for i = 1, #KEYS do
-  local b = 2 + (i - 1) * nargs
-  local kind = tonumber(ARGV[b + 1])
-  local f = A[kind]
-  if not f then
-    return redis.error_reply('ERR rlproxy: unknown algorithm kind ' .. ARGV[b + 1])
-  end
-  local c = {
-    count = tonumber(ARGV[b + 2]),
-    period = tonumber(ARGV[b + 3]),
-    burst = tonumber(ARGV[b + 4]),
-    delay = tonumber(ARGV[b + 5]),
-    nodelay = ARGV[b + 6] == '1',
-    cost = tonumber(ARGV[b + 7]),
-    lease = ARGV[b + 8],
-  }
-  checks[i] = { f, c }
-  if kind ~= 6 and c.cost > quota(kind, c) then
-    -- Never acceptable: refused with the peek's remaining and reset, and
-    -- no retry time (algo.Limit.Decide).
-    local cost = c.cost
-    c.cost = 0
-    local d = f(KEYS[i], c, now)
-    c.cost = cost
-    ds[i] = { 0, d[2], 0, 0, d[5] }
-  else
-    ds[i], writes[i] = f(KEYS[i], c, now)
-  end
-  if ds[i][1] == 0 then
-    all = false
+  local kind = ARGV[3 + (i - 1) * nargs]
+  if not A[tonumber(kind)] then
+    return redis.error_reply('ERR rlproxy: unknown algorithm kind ' .. kind)
   end
 end
 
--- Phase 2: charge only if every check accepted (mode 0); otherwise the accepted
--- checks report their uncharged (cost 0) state.
-local out = { now }
-for i = 1, #KEYS do
-  local d = ds[i]
-  if all and mode == '0' then
-    if writes[i] then
-      writes[i]()
+-- decide returns check i's decision at now (the algorithms' five values),
+-- charging it when charge is true and it is accepted; peek decides it at
+-- cost 0. A cost above the check's quota (q of RateLimit-Policy: requests
+-- accepted at one instant from idle, algo.Limit.Quota) can never be
+-- accepted: it is refused with the peek's remaining and reset, and no
+-- retry time (algo.Limit.Decide).
+local function decide(i, charge, peek)
+  local b = 2 + (i - 1) * nargs
+  local kind = tonumber(ARGV[b + 1])
+  local count, period, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+  local delay, nodelay = tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
+  local cost, lease = tonumber(ARGV[b + 7]), ARGV[b + 8]
+  local f = A[kind]
+  if peek then
+    cost = 0
+  elseif kind ~= 6 then
+    local quota = count
+    if kind == 4 then
+      quota = burst
+    elseif kind == 5 then
+      quota = burst + 1
     end
-  elseif d[1] == 1 and checks[i][2].cost > 0 then
-    checks[i][2].cost = 0
-    d = checks[i][1](KEYS[i], checks[i][2], now)
+    if cost > quota then
+      local _, remaining, _, _, reset = f(KEYS[i], now, false, count, period, burst, delay, nodelay, 0, lease)
+      return 0, remaining, 0, 0, reset
+    end
   end
-  for j = 1, 5 do
-    out[#out + 1] = d[j]
+  return f(KEYS[i], now, charge, count, period, burst, delay, nodelay, cost, lease)
+end
+
+-- One check to charge (a route with one policy, the common case): one pass.
+if #KEYS == 1 and mode == '0' then
+  local allowed, remaining, retry, wait, reset = decide(1, true, false)
+  return { now, allowed, remaining, retry, wait, reset }
+end
+
+-- Phase 1: every decision, reads only.
+local out = { now }
+local all = true
+for i = 1, #KEYS do
+  local o = 1 + (i - 1) * 5
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = decide(i, false, false)
+  all = all and out[o + 1] == 1
+end
+
+-- Phase 2: charge only if every check accepted (mode 0): each is decided
+-- again, now charging, from the same state (the keys are distinct, and
+-- nothing was written in phase 1), so its reply stays phase 1's. Otherwise
+-- the accepted checks report their uncharged (cost 0) state.
+for i = 1, #KEYS do
+  local o = 1 + (i - 1) * 5
+  if all and mode == '0' then
+    decide(i, true, false)
+  elseif out[o + 1] == 1 and tonumber(ARGV[(i - 1) * nargs + 9]) > 0 then
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = decide(i, false, true)
   end
 end
 return out

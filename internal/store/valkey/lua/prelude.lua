@@ -1,15 +1,18 @@
--- rlproxy decision script, part 1 of 3: shared helpers and the algorithm
--- table. The Go side concatenates prelude.lua, one file per algorithm and
+-- rlproxy decision script, part 1 of 3: shared helpers. The Go side
+-- concatenates prelude.lua, one file per algorithm, refund.lua and
 -- dispatch.lua into ONE script, run once per decision (EVALSHA). The
 -- arithmetic is docs/DESIGN.md "Decision arithmetic": integers held in Lua
 -- doubles, every intermediate below 2^53, so it agrees with internal/algo.
-
--- A[kind](key, c, now) -> d, write. kind numbers are algo.Kind values.
--- c = {count, period, burst, delay, nodelay, cost, lease}; d = {allowed
--- (1/0), remaining, retryAfter, wait, resetAfter}; write is a function that
--- charges the check (phase 2) or nil when nothing is written (refusal, peek).
--- The functions only read; all writes happen in the returned closure.
-local A = {}
+--
+-- Every algorithm is a function
+--   f(key, now, charge, count, period, burst, delay, nodelay, cost, lease)
+--     -> allowed (1/0), remaining, retryAfter, wait, resetAfter
+-- with the check's values as arguments (dispatch.lua parses ARGV) and the
+-- decision as five return values. It writes the key only when charge is
+-- true and it accepts a cost > 0; otherwise it only reads. Arguments and
+-- results travel on the Lua stack, not in tables: the script runs on every
+-- request, and each table or closure it builds costs the server an
+-- allocation and garbage collection (bench/RESULTS.md, "Valkey").
 
 -- fdiv is floor(a/b) for integers, exact even where the double quotient
 -- rounds up to the next integer.
@@ -34,8 +37,11 @@ local function int(x)
   return string.format('%d', x)
 end
 
--- load reads a state string of n packed little-endian doubles; nil when
--- the key is missing (missing state = idle state).
+-- packed[n] is the struct format of a state of n little-endian doubles.
+local packed = { '<d', '<dd', '<ddd' }
+
+-- load returns the n doubles of a packed state; nothing (nil) when the key
+-- is missing (missing state = idle state).
 local function load(key, n)
   local v = redis.call('GET', key)
   if not v then
@@ -44,14 +50,13 @@ local function load(key, n)
   if #v ~= 8 * n then
     error('rlproxy: state of ' .. key .. ' is ' .. #v .. ' bytes, want ' .. 8 * n)
   end
-  return { struct.unpack('<' .. string.rep('d', n), v) }
+  return struct.unpack(packed[n], v)
 end
 
--- save writes packed doubles with an expiry of ttl ms (at least 1): the key
--- disappears exactly when its state has become idle.
-local function save(key, ttl, ...)
-  local vals = { ... }
-  redis.call('SET', key, struct.pack('<' .. string.rep('d', #vals), ...), 'PX', int(math.max(ttl, 1)))
+-- save writes the n doubles ... as a packed state with an expiry of ttl ms
+-- (at least 1): the key disappears exactly when its state has become idle.
+local function save(key, ttl, n, ...)
+  redis.call('SET', key, struct.pack(packed[n], ...), 'PX', int(math.max(ttl, 1)))
 end
 
 -- score reads the score of a one-element WITHSCORES reply, nil when empty.

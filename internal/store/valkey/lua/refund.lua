@@ -2,26 +2,24 @@
 -- Cluster a decision whose keys lie in several hash slots runs one script
 -- per slot group (valkey.go, Store.Decide); when a later group refuses,
 -- the groups already charged are refunded here at the same now: each
--- function undoes exactly the charge of cost c that A[kind] wrote at now,
--- whatever other requests charged since, and keeps the key's TTL (the
--- refunded state is idle no later than the charged one).
--- U[kind](key, c, now); kinds as in A.
-local U = {}
+-- function undoes exactly the charge of cost c that the algorithm of the
+-- same kind wrote at now, whatever other requests charged since, and keeps
+-- the key's TTL (the refunded state is idle no later than the charged one).
+-- Each is f(key, now, period, cost, lease) (values of the check's ARGV).
 
--- unsave rewrites a packed-double state, keeping the key's expiry.
-local function unsave(key, ...)
-  local vals = { ... }
-  redis.call('SET', key, struct.pack('<' .. string.rep('d', #vals), ...), 'KEEPTTL')
+-- unsave rewrites a packed state of n doubles, keeping the key's expiry.
+local function unsave(key, n, ...)
+  redis.call('SET', key, struct.pack(packed[n], ...), 'KEEPTTL')
 end
 
-U[1] = function(key, c, now) -- fixed window: n -= c in the same window
-  local s = load(key, 2)
-  if s and s[1] == fdiv(now, c.period) then
-    unsave(key, s[1], math.max(s[2] - c.cost, 0))
+local function refund_fixed_window(key, now, W, cost) -- n -= c in the same window
+  local sw, sn = load(key, 2)
+  if sw == fdiv(now, W) then
+    unsave(key, 2, sw, math.max(sn - cost, 0))
   end
 end
 
-U[2] = function(key, c, now) -- sliding log: drop the c newest entries at now
+local function refund_sliding_log(key, now, _, cost) -- drop the c newest entries at now
   local ms = int(now)
   local ids = {}
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, ms, ms)) do
@@ -32,40 +30,41 @@ U[2] = function(key, c, now) -- sliding log: drop the c newest entries at now
   end
   -- Members are ms:0..ms:n-1; removing the highest keeps new names unique.
   table.sort(ids, function(a, b) return a > b end)
-  for j = 1, math.min(c.cost, #ids) do
+  for j = 1, math.min(cost, #ids) do
     redis.call('ZREM', key, ms .. ':' .. int(ids[j]))
   end
 end
 
-U[3] = function(key, c, now) -- sliding window: curr (or prev, if the window moved on) -= c
-  local s = load(key, 3)
-  if not s then
+-- sliding window: curr (or prev, if the window moved on) -= c
+local function refund_sliding_window(key, now, W, cost)
+  local sw, sc, sp = load(key, 3)
+  if not sw then
     return
   end
-  local cw = fdiv(now, c.period)
-  if s[1] == cw then
-    unsave(key, s[1], math.max(s[2] - c.cost, 0), s[3])
-  elseif s[1] == cw + 1 then
-    unsave(key, s[1], s[2], math.max(s[3] - c.cost, 0))
+  local cw = fdiv(now, W)
+  if sw == cw then
+    unsave(key, 3, sw, math.max(sc - cost, 0), sp)
+  elseif sw == cw + 1 then
+    unsave(key, 3, sw, sc, math.max(sp - cost, 0))
   end
 end
 
-U[4] = function(key, c, now) -- token bucket: give the c tokens back (deficit -= c)
-  local s = load(key, 2)
-  if s then
-    unsave(key, math.max(s[1] - c.cost * c.period, 0), s[2])
+local function refund_token_bucket(key, _, P, cost) -- give the c tokens back (deficit -= c)
+  local D, L = load(key, 2)
+  if D then
+    unsave(key, 2, math.max(D - cost * P, 0), L)
   end
 end
 
-U[5] = function(key, c, now) -- leaky bucket: take the c requests' water out
-  local s = load(key, 2)
-  if s then
-    unsave(key, math.max(s[1] - c.cost * c.period, -c.period), s[2])
+local function refund_leaky_bucket(key, _, P, cost) -- take the c requests' water out
+  local E, L = load(key, 2)
+  if E then
+    unsave(key, 2, math.max(E - cost * P, -P), L)
   end
 end
 
-U[6] = function(key, c, now) -- concurrency: drop the lease
-  if c.lease ~= '' then
-    redis.call('ZREM', key, c.lease)
+local function refund_concurrency(key, _, _, _, lease) -- drop the lease
+  if lease ~= '' then
+    redis.call('ZREM', key, lease)
   end
 end

@@ -3,27 +3,25 @@
 -- units, refill R units/ms) and last ms. Idle = no key = full. Keeping the
 -- deficit, not the tokens, makes a raised burst admit at once after a reload
 -- (CONFIG-SPEC "Reload"); a deficit beyond the capacity empties the bucket.
-A[4] = function(key, c, now)
-  local P, R = c.period, c.count
-  local BP = c.burst * P
+local function token_bucket(key, now, charge, R, P, burst, _, _, cost)
+  local BP = burst * P
   local T, L = BP, now
-  local s = load(key, 2)
-  if s then
-    local D = math.min(s[1], BP) -- a lowered burst: empty, not in debt
-    local elapsed = math.min(math.max(now - s[2], 0), cdiv(D, R))
+  local D, SL = load(key, 2)
+  if D then
+    D = math.min(D, BP) -- a lowered burst: empty, not in debt
+    local elapsed = math.min(math.max(now - SL, 0), cdiv(D, R))
     T = BP - math.max(D - elapsed * R, 0)
-    L = math.max(s[2], now)
+    L = math.max(SL, now)
   end
-  local need = c.cost * P
+  local need = cost * P
   if T >= need then
     local level = T - need
     local reset = cdiv(BP - level, R)
-    local write
-    if c.cost > 0 then
+    if charge and cost > 0 then
       -- The refill runs from L, which may lie ahead of now on replay.
-      write = function() save(key, L - now + reset, BP - level, L) end
+      save(key, L - now + reset, 2, BP - level, L)
     end
-    return { 1, fdiv(level, P), 0, 0, reset }, write
+    return 1, fdiv(level, P), 0, 0, reset
   end
-  return { 0, fdiv(T, P), cdiv(need - T, R), 0, cdiv(BP - T, R) }
+  return 0, fdiv(T, P), cdiv(need - T, R), 0, cdiv(BP - T, R)
 end
