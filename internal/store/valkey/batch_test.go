@@ -11,7 +11,6 @@ import (
 
 	"rlproxy/internal/algo"
 	"rlproxy/internal/store"
-	"rlproxy/internal/testutil/redisserver"
 )
 
 // holdBatches makes st's batch leaders wait, instead of yielding, until
@@ -164,13 +163,7 @@ func TestBatchNoScript(t *testing.T) {
 // DEBUG SLEEP 0.8) fails every caller in it with a deadline error after
 // Options.Timeout (200 ms), not after the sleep.
 func TestBatchTimeout(t *testing.T) {
-	srv := redisserver.Start(t, "--enable-debug-command", "yes")
-	st, err := New(context.Background(), Options{Addrs: []string{srv.Addr}, Timeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv.Client(t) // connect before the server sleeps
+	st, srv := newSleepyStore(t)
 	const callers = 8
 	var sleeping sync.WaitGroup
 	defer sleeping.Wait()

@@ -25,6 +25,20 @@ func newStore(t testing.TB) (*Store, *redisserver.Server) {
 	return st, srv
 }
 
+// newSleepyStore starts a redis-server that accepts DEBUG SLEEP and a
+// connected Store on it with a 200 ms Options.Timeout.
+func newSleepyStore(t testing.TB) (*Store, *redisserver.Server) {
+	t.Helper()
+	srv := redisserver.Start(t, "--enable-debug-command", "yes")
+	st, err := New(context.Background(), Options{Addrs: []string{srv.Addr}, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv.Client(t) // connect before the server sleeps
+	return st, srv
+}
+
 // decide1 runs one check and fails the test on error.
 func decide1(t testing.TB, st *Store, key string, l algo.Limit, cost int64, lease string, now int64) algo.Decision {
 	t.Helper()

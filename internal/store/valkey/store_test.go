@@ -246,13 +246,7 @@ func TestServerDown(t *testing.T) {
 // TestTimeout: a server that does not answer (busy in DEBUG SLEEP) makes
 // Decide fail with a deadline error after Options.Timeout.
 func TestTimeout(t *testing.T) {
-	srv := redisserver.Start(t, "--enable-debug-command", "yes")
-	st, err := New(context.Background(), Options{Addrs: []string{srv.Addr}, Timeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv.Client(t) // connect before the server sleeps
+	st, srv := newSleepyStore(t)
 	var sleeping sync.WaitGroup
 	sleeping.Go(func() { srv.Do(t, "DEBUG", "SLEEP", "0.8") })
 	defer sleeping.Wait()
@@ -260,7 +254,7 @@ func TestTimeout(t *testing.T) {
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 5, Period: 3_600_000}
 	out := make([]algo.Decision, 1)
 	begin := time.Now()
-	_, err = st.Decide(context.Background(), []store.Check{{Key: "rl:v1:{slow}:fw", Limit: l, Cost: 1}}, base, out)
+	_, err := st.Decide(context.Background(), []store.Check{{Key: "rl:v1:{slow}:fw", Limit: l, Cost: 1}}, base, out)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Decide against a sleeping server: %v, want a deadline error", err)
 	}
