@@ -2,6 +2,7 @@ package valkey
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -25,8 +26,9 @@ import (
 // decision and join, then sends the batch, bounded by Options.Timeout from
 // then, and hands each caller its reply. A lone request yields to nobody
 // and goes out at once. Callers that join wait for their reply or their own
-// context, whichever comes first; the leader does not stop for its own
-// context, since the batch carries the others' decisions too.
+// context, whichever comes first; the leader waits for the batch, since it
+// carries the others' decisions too. A call whose context has ended by the
+// time its batch is sent is left out of it.
 type batcher struct {
 	mu      sync.Mutex
 	collect *batch // the batch taking joiners; nil when none is
@@ -37,59 +39,64 @@ type batcher struct {
 	yield func()
 }
 
-// batch is one DoMulti: the calls in it and their commands.
-type batch struct {
-	calls []*call
-	cmds  valkeygo.Commands
-}
+// batch is one DoMulti: the calls in it.
+type batch struct{ calls []*call }
 
 var batches = sync.Pool{New: func() any { return new(batch) }}
 
-// call is one script run: its KEYS and ARGV, and its reply once sent.
-// valkey-go copies KEYS and ARGV into its command, so a call goes back to
-// calls when its reply has been read — unless its caller stopped waiting,
-// in which case the leader of its batch still holds it and it is left to
-// the garbage collector.
+// call is one script run: its KEYS and ARGV, its caller's context, and its
+// reply once sent. valkey-go copies KEYS and ARGV into its command, so a
+// call goes back to calls when its reply has been read — unless its caller
+// stopped waiting, in which case the leader of its batch still holds it and
+// it is left to the garbage collector.
 type call struct {
 	keys, args []string
+	ctx        context.Context
 	res        valkeygo.ValkeyResult
-	done       chan struct{} // receives once res is set (capacity 1)
+	err        error         // instead of res: not sent (see batcher.send)
+	done       chan struct{} // receives once res or err is set (capacity 1)
 }
 
 var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
-// release returns cl to calls, dropping its strings and reply (client keys
-// must not outlive the request in a pool).
+// release returns cl to calls, dropping its strings, context and reply
+// (client keys must not outlive the request in a pool).
 func (cl *call) release() {
 	clear(cl.keys)
 	clear(cl.args)
-	cl.res = valkeygo.ValkeyResult{}
+	cl.ctx, cl.res, cl.err = nil, valkeygo.ValkeyResult{}, nil
 	calls.Put(cl)
 }
 
-// batches reports whether a run under ctx may join a batch: only when the
-// store bounds its runs (Options.Timeout > 0) and ctx asks for no earlier
-// deadline, since a batch runs under its leader's bound, not under the
-// contexts of the callers in it.
-func (s *Store) batches(ctx context.Context) bool {
-	if s.tmo <= 0 {
+// batches reports whether cl, run under ctx, may join a batch: only when
+// the store bounds its runs (Options.Timeout > 0) and ctx asks for no
+// earlier deadline, since a batch runs under its leader's bound, not under
+// the contexts of the callers in it; and only with keys (valkey-go's
+// Cluster client cannot pipeline a keyless command with others).
+func (s *Store) batches(ctx context.Context, cl *call) bool {
+	if s.tmo <= 0 || len(cl.keys) == 0 {
 		return false
 	}
 	d, ok := ctx.Deadline()
 	return !ok || time.Until(d) > s.tmo
 }
 
-// do runs cl in a batch (see batcher) and returns its reply. Errors: ctx's,
-// when it ends before the reply arrives; cl then stays with the batch's
-// leader and must not be released.
+// do runs cl under ctx in a batch (see batcher) and returns its reply.
+// Errors: ctx's, when it ends before the reply arrives — cl then stays
+// with the batch's leader and must not be released — or ended before the
+// batch was sent, in which case nothing was sent for cl.
 func (b *batcher) do(ctx context.Context, s *Store, c valkeygo.Client, cl *call) (valkeygo.ValkeyResult, error) {
+	if err := ctx.Err(); err != nil {
+		return valkeygo.ValkeyResult{}, err
+	}
+	cl.ctx = ctx
 	b.mu.Lock()
 	if bt := b.collect; bt != nil {
 		bt.calls = append(bt.calls, cl)
 		b.mu.Unlock()
 		select {
 		case <-cl.done:
-			return cl.res, nil
+			return cl.res, cl.err
 		case <-ctx.Done():
 			return valkeygo.ValkeyResult{}, ctx.Err()
 		}
@@ -108,33 +115,77 @@ func (b *batcher) do(ctx context.Context, s *Store, c valkeygo.Client, cl *call)
 	b.mu.Lock()
 	b.collect = nil
 	b.mu.Unlock()
-	s.send(c, bt)
-	res := cl.res
+	s.send(c, bt.calls)
+	<-cl.done // the leader's own answer, so that cl can be reused
 	clear(bt.calls)
-	clear(bt.cmds)
-	bt.calls, bt.cmds = bt.calls[:0], bt.cmds[:0]
+	bt.calls = bt.calls[:0]
 	batches.Put(bt)
-	<-cl.done // the leader's own signal, so that cl can be reused
-	return res, nil
+	return cl.res, cl.err
 }
 
-// send runs every call of bt with one DoMulti of EVALSHAs under
-// Options.Timeout, sets each call's reply and signals it. A call whose
-// EVALSHA found no script (NOSCRIPT: the server restarted or SCRIPT FLUSH
-// ran, and nothing was run) is sent again through valkey-go's Lua helper,
-// which falls back to EVAL.
-func (s *Store) send(c valkeygo.Client, bt *batch) {
+// send runs calls with one DoMulti of EVALSHAs under Options.Timeout, and
+// answers each: sets its reply (or err) and signals done. A call whose
+// caller's context has ended is not sent: it is answered with the
+// context's error, so that an error still means nothing was decided. Calls
+// whose EVALSHA found no script (NOSCRIPT: the server restarted or SCRIPT
+// FLUSH ran, and nothing ran) are sent again: the first through
+// valkey-go's Lua helper, which falls back to EVAL and so caches the
+// script, the rest together as EVALSHAs again, as long as some find none.
+// If valkey-go panics, every call not yet answered gets an error before
+// the panic goes on, so that no caller waits forever.
+//
+// A call must not be touched once answered: its caller may already have
+// released it.
+func (s *Store) send(c valkeygo.Client, calls []*call) {
+	answered := make([]bool, len(calls))
+	answer := func(i int, res valkeygo.ValkeyResult, err error) {
+		calls[i].res, calls[i].err = res, err
+		answered[i] = true
+		calls[i].done <- struct{}{}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			for i := range calls {
+				if !answered[i] {
+					answer(i, valkeygo.ValkeyResult{}, fmt.Errorf("running decision batch: %v", r))
+				}
+			}
+			panic(r)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), s.tmo)
 	defer cancel()
-	for _, cl := range bt.calls {
-		bt.cmds = append(bt.cmds, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(cl.keys))).Key(cl.keys...).Arg(cl.args...).Build())
-	}
-	for i, res := range c.DoMulti(ctx, bt.cmds...) {
-		cl := bt.calls[i]
-		if err, ok := valkeygo.IsValkeyErr(res.Error()); ok && err.IsNoScript() {
-			res = s.script.Exec(ctx, c, cl.keys, cl.args)
+	todo := make([]int, 0, len(calls))
+	for i, cl := range calls {
+		if err := cl.ctx.Err(); err != nil {
+			answer(i, valkeygo.ValkeyResult{}, err)
+		} else {
+			todo = append(todo, i)
 		}
-		cl.res = res
-		cl.done <- struct{}{}
+	}
+	first := false // whether todo[0] goes through the Lua helper
+	for len(todo) > 0 {
+		if first {
+			cl := calls[todo[0]]
+			answer(todo[0], s.script.Exec(ctx, c, cl.keys, cl.args), nil)
+			if todo = todo[1:]; len(todo) == 0 {
+				break
+			}
+		}
+		// A fresh slice each time: valkey-go may still read it after a
+		// timeout returns.
+		cmds := make(valkeygo.Commands, len(todo))
+		for j, i := range todo {
+			cmds[j] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(calls[i].keys))).Key(calls[i].keys...).Arg(calls[i].args...).Build()
+		}
+		again := todo[:0]
+		for j, res := range c.DoMulti(ctx, cmds...) {
+			if err, ok := valkeygo.IsValkeyErr(res.Error()); ok && err.IsNoScript() {
+				again = append(again, todo[j])
+			} else {
+				answer(todo[j], res, nil)
+			}
+		}
+		todo, first = again, true
 	}
 }

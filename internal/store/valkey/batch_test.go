@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"rlproxy/internal/algo"
 	"rlproxy/internal/store"
+	"rlproxy/internal/testutil/redisserver"
 )
 
 // holdBatches makes st's batch leaders wait, instead of yielding, until
@@ -70,10 +72,11 @@ func TestBatchReplies(t *testing.T) {
 	}
 }
 
-// TestBatchCallerLeaves: a caller whose context ends while its batch is
-// held gets its context's error at once; the batch still runs its check
-// (as a script already sent would) and answers the others, whose leader's
-// own context ended too.
+// TestBatchCallerLeaves: callers whose context ends while their batch is
+// held get their context's error at once and are left out of the batch
+// (nothing charged: an error means no decision), and the batch still
+// answers the caller that stayed — also when the one whose context ended
+// is the batch's leader.
 func TestBatchCallerLeaves(t *testing.T) {
 	st, _ := newStore(t)
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 3_600_000}
@@ -99,8 +102,8 @@ func TestBatchCallerLeaves(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { // the leader: first in
-		if d, err := decide(leaderCtx, "rl:v1:{leader}:fw"); err != nil || d.Remaining != 9 {
-			t.Errorf("leader: %+v, %v; want remaining 9", d, err)
+		if _, err := decide(leaderCtx, "rl:v1:{leader}:fw"); !errors.Is(err, context.Canceled) {
+			t.Errorf("leader whose context ended before the send: %v, want context.Canceled", err)
 		}
 	})
 	for !st.batchOpen() {
@@ -117,8 +120,17 @@ func TestBatchCallerLeaves(t *testing.T) {
 	}()
 	wg.Wait()
 	st.batch.yield = nil
-	if d := decide1(t, st, "rl:v1:{leaver}:fw", l, 0, "", base); d.Remaining != 9 {
-		t.Errorf("peek of the check whose caller left: remaining %d, want 9 (it ran)", d.Remaining)
+	for _, who := range []string{"leader", "leaver"} {
+		if d := decide1(t, st, "rl:v1:{"+who+"}:fw", l, 0, "", base); d.Remaining != 10 {
+			t.Errorf("%s's check: remaining %d, want 10 (not sent)", who, d.Remaining)
+		}
+	}
+	// A context that has already ended sends nothing either.
+	if _, err := decide(leaderCtx, "rl:v1:{late}:fw"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Decide with an ended context: %v, want context.Canceled", err)
+	}
+	if d := decide1(t, st, "rl:v1:{late}:fw", l, 0, "", base); d.Remaining != 10 {
+		t.Errorf("check decided with an ended context: remaining %d, want 10", d.Remaining)
 	}
 }
 
@@ -189,5 +201,127 @@ func TestBatchTimeout(t *testing.T) {
 	// ms after it is sent; the server sleeps for 800 ms.
 	if el := time.Since(begin); el > 600*time.Millisecond {
 		t.Errorf("the batch failed after %v, want about 300 ms", el)
+	}
+}
+
+// TestBatchTimedOutQueued: a batch that times out while valkey-go still
+// holds its commands unsent (the server sleeps and a flood of large SETs
+// fills the connection) must not have its commands overwritten by a later
+// batch: once the server wakes, every check of the later batch is charged
+// exactly once and the timed-out ones at most once. (Batches once shared a
+// pooled command slice: valkey-go then sent the later batch twice, or read
+// a cleared command and panicked.)
+func TestBatchTimedOutQueued(t *testing.T) {
+	srv := redisserver.Start(t, "--enable-debug-command", "yes")
+	st, err := New(context.Background(), Options{Addrs: []string{srv.Addr}, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c, err := st.Client(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 3_600_000}
+	decide1(t, st, "rl:v1:{warm}:fw", l, 1, "", base) // the script is cached
+	srv.Client(t)                                     // connect before the server sleeps
+
+	begin := time.Now()
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	bg.Go(func() { srv.Do(t, "DEBUG", "SLEEP", "2") })
+	time.Sleep(50 * time.Millisecond)
+	big := strings.Repeat("x", 4<<20)
+	floodCtx, stopFlood := context.WithCancel(context.Background())
+	defer stopFlood()
+	for i := range 16 {
+		bg.Go(func() { c.Do(floodCtx, c.B().Set().Key(fmt.Sprint("flood", i)).Value(big).Build()) })
+	}
+	time.Sleep(200 * time.Millisecond)
+
+	const callers = 4
+	round := func(name string, want func(err error) bool) {
+		var wg sync.WaitGroup
+		for g := range callers {
+			wg.Go(func() {
+				out := make([]algo.Decision, 1)
+				key := fmt.Sprintf("rl:v1:{%s%d}:fw", name, g)
+				_, err := st.Decide(context.Background(), []store.Check{{Key: key, Limit: l, Cost: 1}}, base, out)
+				if !want(err) {
+					t.Errorf("%s caller %d at %v: %v", name, g, time.Since(begin).Round(time.Millisecond), err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	holdBatches(t, st, callers, nil)
+	// Sent at about 0.25 s, times out at about 1.25 s; the server sleeps until 2 s.
+	round("first", func(err error) bool { return errors.Is(err, context.DeadlineExceeded) })
+	time.Sleep(time.Until(begin.Add(1500 * time.Millisecond)))
+	// Sent at 1.5 s, answered once the server wakes and drains the flood.
+	round("second", func(err error) bool { return err == nil })
+	stopFlood()
+	st.batch.yield = nil
+	for g := range callers {
+		if d := decide1(t, st, fmt.Sprintf("rl:v1:{second%d}:fw", g), l, 0, "", base); d.Remaining != 9 {
+			t.Errorf("second batch's key %d charged %d times, want once", g, 10-d.Remaining)
+		}
+		if d := decide1(t, st, fmt.Sprintf("rl:v1:{first%d}:fw", g), l, 0, "", base); d.Remaining < 9 {
+			t.Errorf("timed-out batch's key %d charged %d times, want at most once", g, 10-d.Remaining)
+		}
+	}
+}
+
+// TestBatchPanic: if sending a batch panics, every caller in it that was
+// not answered yet gets an error instead of waiting forever, and the panic
+// goes on in the leader. (A nil context stands in for a valkey-go panic.)
+func TestBatchPanic(t *testing.T) {
+	st, _ := newStore(t)
+	l := algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 3_600_000}
+	holdBatches(t, st, 2, func() { st.batch.collect.calls[1].ctx = nil })
+	decide := func(key string) error {
+		out := make([]algo.Decision, 1)
+		_, err := st.Decide(context.Background(), []store.Check{{Key: key, Limit: l, Cost: 1}}, base, out)
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer func() {
+			if r := recover(); r == nil {
+				t.Error("leader: no panic, want the send's panic")
+			}
+		}()
+		_ = decide("rl:v1:{panicleader}:fw")
+	})
+	for !st.batchOpen() {
+		time.Sleep(time.Millisecond)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- decide("rl:v1:{panicjoiner}:fw") }()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "running decision batch") {
+			t.Errorf("joiner of a batch whose send panicked: %v, want a batch error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("joiner of a batch whose send panicked still waits after 5 s")
+	}
+	wg.Wait()
+}
+
+// TestBatchKeyless: a run with no keys never joins a batch (valkey-go's
+// Cluster client cannot pipeline a keyless command with keyed ones).
+func TestBatchKeyless(t *testing.T) {
+	st, _ := newStore(t)
+	if st.batches(context.Background(), &call{}) {
+		t.Error("a keyless run may join a batch")
+	}
+	if !st.batches(context.Background(), &call{keys: []string{"rl:v1:{k}:fw"}}) {
+		t.Error("a keyed run without a deadline may not join a batch")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if st.batches(ctx, &call{keys: []string{"rl:v1:{k}:fw"}}) {
+		t.Error("a run whose deadline (1 s) is within Options.Timeout (5 s) may join a batch")
 	}
 }

@@ -381,10 +381,10 @@ func (s *Store) refundGroups(ctx context.Context, c valkeygo.Client, checks []st
 func (s *Store) exec(ctx context.Context, c valkeygo.Client, mode string, checks []store.Check, now int64) ([]valkeygo.ValkeyMessage, error) {
 	cl := calls.Get().(*call)
 	s.scriptArgs(cl, mode, checks, now)
-	if s.batches(ctx) {
+	if s.batches(ctx, cl) {
 		res, err := s.batch.do(ctx, s, c, cl)
 		if err != nil {
-			return nil, err // cl stays with the batch
+			return nil, err // cl may still be in a batch: not released
 		}
 		defer cl.release()
 		return res.ToArray()
