@@ -21,17 +21,20 @@ import (
 // largest part of what a Valkey decision cost the proxy, and the server
 // paid one wake-up per decision (bench/RESULTS.md, "Valkey").
 //
-// The first caller to find no batch collecting leads one: it yields its CPU
-// once (runtime.Gosched), so that the requests already runnable reach their
-// decision and join, then sends the batch, bounded by Options.Timeout from
-// then, and hands each caller its reply. A lone request yields to nobody
-// and goes out at once. Callers that join wait for their reply or their own
-// context, whichever comes first; the leader waits for the batch, since it
-// carries the others' decisions too. A call whose context has ended by the
-// time its batch is sent is left out of it.
+// A caller that finds no batch collecting leads one. If no other batch is
+// in flight it sends at once: the server is idle, so waiting would only add
+// latency (a yield cost ≈ 0.1 ms at p50 under light load here). Otherwise
+// it yields its CPU once (runtime.Gosched), so that the requests already
+// runnable reach their decision and join, then sends the batch, bounded by
+// Options.Timeout from then, and hands each caller its reply. Callers that
+// join wait for their reply or their own context, whichever comes first;
+// the leader waits for the batch, since it carries the others' decisions
+// too. A call whose context has ended by the time its batch is sent is
+// left out of it.
 type batcher struct {
-	mu      sync.Mutex
-	collect *batch // the batch taking joiners; nil when none is
+	mu       sync.Mutex
+	collect  *batch // the batch taking joiners; nil when none is
+	inflight int    // batches sent and not yet answered
 
 	// yield lets the runnable requests reach their decision before a
 	// leader sends its batch: runtime.Gosched when nil; tests hold a batch
@@ -103,24 +106,39 @@ func (b *batcher) do(ctx context.Context, s *Store, c valkeygo.Client, cl *call)
 	}
 	bt := batches.Get().(*batch)
 	bt.calls = append(bt.calls, cl)
-	b.collect = bt
-	b.mu.Unlock()
-
-	if b.yield != nil {
-		b.yield()
-	} else {
-		runtime.Gosched()
+	collect := b.inflight > 0
+	if collect {
+		b.collect = bt
 	}
-
-	b.mu.Lock()
-	b.collect = nil
+	b.inflight++
 	b.mu.Unlock()
-	s.send(c, bt.calls)
+
+	if collect {
+		if b.yield != nil {
+			b.yield()
+		} else {
+			runtime.Gosched()
+		}
+		b.mu.Lock()
+		b.collect = nil
+		b.mu.Unlock()
+	}
+	b.send(s, c, bt.calls)
 	<-cl.done // the leader's own answer, so that cl can be reused
 	clear(bt.calls)
 	bt.calls = bt.calls[:0]
 	batches.Put(bt)
 	return cl.res, cl.err
+}
+
+// send sends calls as one batch in flight (s.send).
+func (b *batcher) send(s *Store, c valkeygo.Client, calls []*call) {
+	defer func() {
+		b.mu.Lock()
+		b.inflight--
+		b.mu.Unlock()
+	}()
+	s.send(c, calls)
 }
 
 // send runs calls with one DoMulti of EVALSHAs under Options.Timeout, and

@@ -17,9 +17,18 @@ import (
 
 // holdBatches makes st's batch leaders wait, instead of yielding, until
 // their batch holds n calls (failing t after 10 s), then run then (may be
-// nil) before sending. It returns the number of batches sent so far.
+// nil) before sending. So that every leader collects, it counts one batch
+// as in flight until the test ends. It returns the number of batches held.
 func holdBatches(t *testing.T, st *Store, n int, then func()) *atomic.Int64 {
 	var sent atomic.Int64
+	st.batch.mu.Lock()
+	st.batch.inflight++
+	st.batch.mu.Unlock()
+	t.Cleanup(func() {
+		st.batch.mu.Lock()
+		st.batch.inflight--
+		st.batch.mu.Unlock()
+	})
 	st.batch.yield = func() {
 		for give := time.Now().Add(10 * time.Second); ; {
 			st.batch.mu.Lock()
@@ -323,5 +332,28 @@ func TestBatchKeyless(t *testing.T) {
 	defer cancel()
 	if st.batches(ctx, &call{keys: []string{"rl:v1:{k}:fw"}}) {
 		t.Error("a run whose deadline (1 s) is within Options.Timeout (5 s) may join a batch")
+	}
+}
+
+// TestBatchIdleSendsAtOnce: with no batch in flight a leader sends without
+// yielding (the server is idle: yielding only adds latency); with one in
+// flight it yields so that others can join.
+func TestBatchIdleSendsAtOnce(t *testing.T) {
+	st, _ := newStore(t)
+	var yields atomic.Int64
+	st.batch.yield = func() { yields.Add(1) }
+	l := algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 3_600_000}
+	decide1(t, st, "rl:v1:{idle}:fw", l, 1, "", base)
+	if n := yields.Load(); n != 0 {
+		t.Errorf("a leader with no batch in flight yielded %d times, want 0", n)
+	}
+	st.batch.mu.Lock()
+	st.batch.inflight++ // as if another batch were in flight
+	st.batch.mu.Unlock()
+	if d := decide1(t, st, "rl:v1:{idle}:fw", l, 1, "", base); d.Remaining != 8 {
+		t.Errorf("remaining %d, want 8", d.Remaining)
+	}
+	if n := yields.Load(); n != 1 {
+		t.Errorf("a leader with a batch in flight yielded %d times, want 1", n)
 	}
 }
