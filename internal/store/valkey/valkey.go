@@ -376,8 +376,8 @@ func (s *Store) refundGroups(ctx context.Context, c valkeygo.Client, checks []st
 
 // exec runs the script in mode over checks at now, bounded by
 // Options.Timeout (or ctx's earlier deadline), and returns its reply. The
-// run joins a batch of concurrent runs (batch.go) unless ctx has a deadline
-// of its own within Options.Timeout.
+// run joins a batch of concurrent runs (batch.go) when Store.batches
+// allows: keys, a Timeout, and no deadline of ctx's own within it.
 func (s *Store) exec(ctx context.Context, c valkeygo.Client, mode string, checks []store.Check, now int64) ([]valkeygo.ValkeyMessage, error) {
 	cl := calls.Get().(*call)
 	s.scriptArgs(cl, mode, checks, now)
