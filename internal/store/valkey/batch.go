@@ -22,8 +22,10 @@ import (
 // paid one wake-up per decision (bench/RESULTS.md, "Valkey").
 //
 // A caller that finds no batch collecting leads one. If no other batch is
-// in flight it sends at once: the server is idle, so waiting would only add
-// latency (a yield cost ≈ 0.1 ms at p50 under light load here). Otherwise
+// in flight it sends at once, alone, through valkey-go's Lua helper: the
+// server is idle, so waiting would only add latency (a yield cost ≈ 0.1 ms
+// at p50 under light load here), and a batch of one would only add
+// allocations. Otherwise
 // it yields its CPU once (runtime.Gosched), so that the requests already
 // runnable reach their decision and join, then sends the batch, bounded by
 // Options.Timeout from then, and hands each caller its reply. Callers that
@@ -104,31 +106,44 @@ func (b *batcher) do(ctx context.Context, s *Store, c valkeygo.Client, cl *call)
 			return valkeygo.ValkeyResult{}, ctx.Err()
 		}
 	}
+	collect := b.inflight > 0
+	b.inflight++
+	if !collect {
+		b.mu.Unlock()
+		return b.sendAlone(s, c, cl)
+	}
 	bt := batches.Get().(*batch)
 	bt.calls = append(bt.calls, cl)
-	collect := b.inflight > 0
-	if collect {
-		b.collect = bt
-	}
-	b.inflight++
+	b.collect = bt
 	b.mu.Unlock()
 
-	if collect {
-		if b.yield != nil {
-			b.yield()
-		} else {
-			runtime.Gosched()
-		}
-		b.mu.Lock()
-		b.collect = nil
-		b.mu.Unlock()
+	if b.yield != nil {
+		b.yield()
+	} else {
+		runtime.Gosched()
 	}
+	b.mu.Lock()
+	b.collect = nil
+	b.mu.Unlock()
 	b.send(s, c, bt.calls)
 	<-cl.done // the leader's own answer, so that cl can be reused
 	clear(bt.calls)
 	bt.calls = bt.calls[:0]
 	batches.Put(bt)
 	return cl.res, cl.err
+}
+
+// sendAlone runs cl by itself, counted as a batch in flight, through
+// valkey-go's Lua helper (EVALSHA, EVAL on NOSCRIPT) under Options.Timeout.
+func (b *batcher) sendAlone(s *Store, c valkeygo.Client, cl *call) (valkeygo.ValkeyResult, error) {
+	defer func() {
+		b.mu.Lock()
+		b.inflight--
+		b.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), s.tmo)
+	defer cancel()
+	return s.script.Exec(ctx, c, cl.keys, cl.args), nil
 }
 
 // send sends calls as one batch in flight (s.send).
