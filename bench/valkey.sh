@@ -81,8 +81,9 @@ ver=$(rc INFO server | tr -d '\r' | awk -F: '/^redis_version/{print $2}')
 
 # The arguments Store.Decide sends for one check of benchBucket
 # (internal/store/valkey/bench_test.go): now=0 (server TIME), mode 0,
-# kind 4 (token bucket), Count, Period, Burst, Delay, NoDelay, cost, lease.
-args=(0 0 4 30000000 3600000 30000000 0 0 1 "")
+# n=1 (one request), kind 4 (token bucket), Count, Period, Burst, Delay,
+# NoDelay, cost, lease.
+args=(0 0 1 4 30000000 3600000 30000000 0 0 1 "")
 rb() { # rb CONNS KEY [extra redis-benchmark flags] -> requests/s
 	local c=$1 key=$2; shift 2
 	taskset -c "$CCPU" redis-benchmark -p "$port" -c "$c" -P 16 -n "$RBN" --csv "$@" \

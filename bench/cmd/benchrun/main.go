@@ -139,7 +139,7 @@ func startTargets(ctx context.Context, l *lab, specs []targetSpec, only, upstrea
 		if !selected(only, s.id) {
 			continue
 		}
-		t := &target{ID: s.id, Name: s.name}
+		t := &target{ID: s.id, Name: s.name, Keys: s.keys}
 		if s.kind == "direct" {
 			t.Status, t.URL = "ok", "http://"+upstreamAddr+"/"
 		} else {

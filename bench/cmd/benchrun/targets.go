@@ -38,6 +38,7 @@ type target struct {
 	// ("not built", "failed to start: ...").
 	Status string
 	URL    string
+	Keys   int // X-API-Key values wrk sends in turn (targetSpec.keys); 0 = none
 	// proxy is the proxy under test (nil for direct); store is the Valkey
 	// server of a valkey-backed target (nil otherwise).
 	proxy     *proc

@@ -33,11 +33,19 @@ type throughputPlan struct {
 // disturbedRetries bounds how often one disturbed run is repeated.
 const disturbedRetries = 2
 
-// targetSpec declares one row: how to start it.
+// targetSpec declares one row: how to start it, and how wrk loads it.
 type targetSpec struct {
 	id, name, kind, conf string
 	valkey               bool
+	// keys > 0 makes wrk send each request with the next of keys X-API-Key
+	// values in turn (report.lua, BENCH_KEYS): that many clients instead of
+	// one, for policies keyed by that header.
+	keys int
 }
+
+// benchKeys is how many clients the "distinct clients" rows simulate:
+// enough that the requests in flight together (wrk -c32) never share one.
+const benchKeys = 10000
 
 // throughputTargets lists the rows in report order.
 func throughputTargets() []targetSpec {
@@ -50,6 +58,8 @@ func throughputTargets() []targetSpec {
 		{id: "rlproxy", name: "rlproxy, no policy", kind: "rlproxy", conf: "rlproxy-nopolicy.yaml"},
 		{id: "rlproxy_memory", name: "rlproxy, token bucket, memory", kind: "rlproxy", conf: "rlproxy-memory.yaml"},
 		{id: "rlproxy_valkey", name: "rlproxy, token bucket, Valkey", kind: "rlproxy", conf: "rlproxy-valkey.yaml", valkey: true},
+		{id: "rlproxy_memory_keys", name: "rlproxy, memory, 10k clients", kind: "rlproxy", conf: "rlproxy-memory-keys.yaml", keys: benchKeys},
+		{id: "rlproxy_valkey_keys", name: "rlproxy, Valkey, 10k clients", kind: "rlproxy", conf: "rlproxy-valkey-keys.yaml", valkey: true, keys: benchKeys},
 	}
 }
 
@@ -141,7 +151,7 @@ func (b *bench) measure(ctx context.Context, t *target, args []string, d time.Du
 		return sample{}, err
 	}
 	wall := time.Now()
-	rep, err := b.wrk.run(ctx, args, d, delayMs, t.URL)
+	rep, err := b.wrk.run(ctx, args, d, delayMs, t.Keys, t.URL)
 	if err != nil {
 		return sample{}, err
 	}
@@ -201,7 +211,7 @@ func (b *bench) runThroughput(ctx context.Context, plan throughputPlan, targets 
 					continue
 				}
 				if !half && plan.warmup > 0 {
-					if _, err := b.wrk.run(ctx, args, plan.warmup, 0, t.URL); err != nil {
+					if _, err := b.wrk.run(ctx, args, plan.warmup, 0, t.Keys, t.URL); err != nil {
 						r.Status = "failed: warm-up: " + err.Error()
 						continue
 					}

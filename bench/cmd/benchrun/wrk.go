@@ -126,14 +126,15 @@ type wrkRunner struct {
 
 // run runs wrk with args (without a duration), duration d and --latency
 // against url, bounded to d plus 30 s. delayMs > 0 makes every connection
-// wait that many ms after each response (report.lua's delay hook).
-func (w wrkRunner) run(ctx context.Context, args []string, d time.Duration, delayMs int, url string) (wrkReport, error) {
+// wait that many ms after each response (report.lua's delay hook); keys >
+// 0 sends the requests with that many X-API-Key values in turn.
+func (w wrkRunner) run(ctx context.Context, args []string, d time.Duration, delayMs, keys int, url string) (wrkReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
 	argv := append([]string{"-c", w.cpus, "wrk"}, args...)
 	argv = append(argv, "-d", wrkSeconds(d), "--latency", "-s", w.script, url)
 	cmd := exec.CommandContext(ctx, "taskset", argv...)
-	cmd.Env = append(os.Environ(), "BENCH_DELAY_MS="+strconv.Itoa(delayMs))
+	cmd.Env = append(os.Environ(), "BENCH_DELAY_MS="+strconv.Itoa(delayMs), "BENCH_KEYS="+strconv.Itoa(keys))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return wrkReport{}, fmt.Errorf("running wrk %s: %w: %s", strings.Join(argv[2:], " "), err, lastLine(string(out)))

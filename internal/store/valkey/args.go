@@ -73,11 +73,13 @@ func lenOf(m *map[algo.Limit]*limitArgs) int {
 	return len(*m)
 }
 
-// scriptArgs fills b with KEYS and ARGV for checks in mode at now
-// (lua/dispatch.lua: now, mode, then argsPerCheck values per check).
+// scriptArgs fills b with KEYS and ARGV for checks in mode at now, for
+// one request (lua/dispatch.lua: now, mode, n = 1, then argsPerCheck
+// values per check; a batch raises n where it merges identical runs).
 func (s *Store) scriptArgs(b *call, mode string, checks []store.Check, now int64) {
 	b.keys = b.keys[:0]
-	b.args = append(b.args[:0], strconv.FormatInt(now, 10), mode)
+	b.rep, b.n = 0, 1
+	b.args = append(b.args[:0], strconv.FormatInt(now, 10), mode, "1")
 	for i := range checks {
 		ch := &checks[i]
 		b.keys = append(b.keys, ch.Key)

@@ -7,7 +7,7 @@ import (
 	"rlproxy/internal/store"
 )
 
-// TestScriptArgs pins the ARGV layout of lua/dispatch.lua (now, mode, then
+// TestScriptArgs pins the ARGV layout of lua/dispatch.lua (now, mode, n, then
 // kind, count, period, burst, delay, nodelay, cost, lease per check) as
 // built through the limit cache, which must hand back one entry per
 // distinct limit and never mix two limits up.
@@ -22,10 +22,10 @@ func TestScriptArgs(t *testing.T) {
 	var b call
 	for range 2 { // the second round reads the cache
 		s.scriptArgs(&b, modeDecide, checks, 1700000000123)
-		want := []string{"1700000000123", "0",
+		want := []string{"1700000000123", "0", "1",
 			itoa(int64(algo.TokenBucket)), "1000000", "1000", "250", "0", "0", "3", "",
 			itoa(int64(algo.LeakyBucket)), "10", "1000", "20", "0", "1", "1", "x"}
-		if len(b.args) != 2+argsPerCheck*len(checks) || len(b.args) != len(want) {
+		if len(b.args) != 3+argsPerCheck*len(checks) || len(b.args) != len(want) {
 			t.Fatalf("args %q", b.args)
 		}
 		for i := range want {

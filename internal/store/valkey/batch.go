@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -58,8 +60,11 @@ type call struct {
 	keys, args []string
 	ctx        context.Context
 	res        valkeygo.ValkeyResult
-	err        error         // instead of res: not sent (see batcher.send)
-	done       chan struct{} // receives once res or err is set (capacity 1)
+	// rep and n: res decides n identical requests (Store.send merges
+	// identical calls), this call's is the rep-th of them (from 0).
+	rep, n int
+	err    error         // instead of res: not sent (see batcher.send)
+	done   chan struct{} // receives once res or err is set (capacity 1)
 }
 
 var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -69,7 +74,7 @@ var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1
 func (cl *call) release() {
 	clear(cl.keys)
 	clear(cl.args)
-	cl.ctx, cl.res, cl.err = nil, valkeygo.ValkeyResult{}, nil
+	cl.ctx, cl.res, cl.rep, cl.n, cl.err = nil, valkeygo.ValkeyResult{}, 0, 1, nil
 	calls.Put(cl)
 }
 
@@ -156,10 +161,37 @@ func (b *batcher) send(s *Store, c valkeygo.Client, calls []*call) {
 	s.send(c, calls)
 }
 
+// maxMerge bounds how many identical calls one EVALSHA decides (ARGV[3]
+// of lua/dispatch.lua; the script accepts up to 1000): a bound on how long
+// one script run holds the server.
+const maxMerge = 128
+
+// sameRun reports whether calls a and b would make the same script run,
+// i.e. decide the same request: mode decide, same keys, same ARGV (time,
+// limits, costs, lease ids; a concurrency check's lease id is unique per
+// request, so such requests never merge).
+func sameRun(a, b *call) bool {
+	return a.args[1] == modeDecide && slices.Equal(a.keys, b.keys) && slices.Equal(a.args, b.args)
+}
+
+// runArgs returns cl's ARGV for a run deciding n identical requests.
+func runArgs(cl *call, n int) []string {
+	if n == 1 {
+		return cl.args
+	}
+	args := slices.Clone(cl.args)
+	args[2] = strconv.Itoa(n)
+	return args
+}
+
 // send runs calls with one DoMulti of EVALSHAs under Options.Timeout, and
-// answers each: sets its reply (or err) and signals done. A call whose
-// caller's context has ended is not sent: it is answered with the
-// context's error, so that an error still means nothing was decided. Calls
+// answers each: sets its reply (or err) and signals done. Identical calls
+// (concurrent requests of one client: same keys and arguments) share one
+// EVALSHA that decides them in turn (lua/dispatch.lua, ARGV[3] = n): the
+// same decisions as n runs at that instant, for the server's cost of about
+// one run; each call gets the shared reply and its place in it. A call
+// whose caller's context has ended is not sent: it is answered with the
+// context's error, so that an error still means nothing was decided. Runs
 // whose EVALSHA found no script (NOSCRIPT: the server restarted or SCRIPT
 // FLUSH ran, and nothing ran) are sent again: the first through
 // valkey-go's Lua helper, which falls back to EVAL and so caches the
@@ -171,8 +203,8 @@ func (b *batcher) send(s *Store, c valkeygo.Client, calls []*call) {
 // released it.
 func (s *Store) send(c valkeygo.Client, calls []*call) {
 	answered := make([]bool, len(calls))
-	answer := func(i int, res valkeygo.ValkeyResult, err error) {
-		calls[i].res, calls[i].err = res, err
+	answer := func(i int, res valkeygo.ValkeyResult, rep, n int, err error) {
+		calls[i].res, calls[i].rep, calls[i].n, calls[i].err = res, rep, n, err
 		answered[i] = true
 		calls[i].done <- struct{}{}
 	}
@@ -180,7 +212,7 @@ func (s *Store) send(c valkeygo.Client, calls []*call) {
 		if r := recover(); r != nil {
 			for i := range calls {
 				if !answered[i] {
-					answer(i, valkeygo.ValkeyResult{}, fmt.Errorf("running decision batch: %v", r))
+					answer(i, valkeygo.ValkeyResult{}, 0, 1, fmt.Errorf("running decision batch: %v", r))
 				}
 			}
 			panic(r)
@@ -188,37 +220,66 @@ func (s *Store) send(c valkeygo.Client, calls []*call) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), s.tmo)
 	defer cancel()
-	todo := make([]int, 0, len(calls))
+
+	// Group the calls still wanted into runs: heads holds each run's
+	// first call; next links a run's calls in order (-1 ends it), last
+	// and size are a head's last call and count.
+	idx := make([]int, 3*len(calls))
+	next, last, size := idx[:len(calls)], idx[len(calls):2*len(calls)], idx[2*len(calls):]
+	heads := make([]int, 0, len(calls))
+	var newest map[string]int // a first key -> the head of its newest run
+	if len(calls) > 1 {
+		newest = make(map[string]int, len(calls))
+	}
 	for i, cl := range calls {
 		if err := cl.ctx.Err(); err != nil {
-			answer(i, valkeygo.ValkeyResult{}, err)
-		} else {
-			todo = append(todo, i)
+			answer(i, valkeygo.ValkeyResult{}, 0, 1, err)
+			continue
+		}
+		next[i] = -1
+		if h, ok := newest[cl.keys[0]]; ok && size[h] < maxMerge && sameRun(calls[h], cl) {
+			next[last[h]], last[h] = i, i
+			size[h]++
+			continue
+		}
+		last[i], size[i] = i, 1
+		heads = append(heads, i)
+		if newest != nil {
+			newest[cl.keys[0]] = i
 		}
 	}
-	first := false // whether todo[0] goes through the Lua helper
-	for len(todo) > 0 {
+	// answerRun hands run h's reply to each of its calls.
+	answerRun := func(h int, res valkeygo.ValkeyResult) {
+		n := size[h]
+		for i, rep := h, 0; i >= 0; i, rep = next[i], rep+1 {
+			answer(i, res, rep, n, nil)
+		}
+	}
+
+	first := false // whether heads[0] goes through the Lua helper
+	for len(heads) > 0 {
 		if first {
-			cl := calls[todo[0]]
-			answer(todo[0], s.script.Exec(ctx, c, cl.keys, cl.args), nil)
-			if todo = todo[1:]; len(todo) == 0 {
+			h := heads[0]
+			answerRun(h, s.script.Exec(ctx, c, calls[h].keys, runArgs(calls[h], size[h])))
+			if heads = heads[1:]; len(heads) == 0 {
 				break
 			}
 		}
 		// A fresh slice each time: valkey-go may still read it after a
 		// timeout returns.
-		cmds := make(valkeygo.Commands, len(todo))
-		for j, i := range todo {
-			cmds[j] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(calls[i].keys))).Key(calls[i].keys...).Arg(calls[i].args...).Build()
+		cmds := make(valkeygo.Commands, len(heads))
+		for j, h := range heads {
+			cl := calls[h]
+			cmds[j] = c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(cl.keys))).Key(cl.keys...).Arg(runArgs(cl, size[h])...).Build()
 		}
-		again := todo[:0]
+		again := heads[:0]
 		for j, res := range c.DoMulti(ctx, cmds...) {
 			if err, ok := valkeygo.IsValkeyErr(res.Error()); ok && err.IsNoScript() {
-				again = append(again, todo[j])
+				again = append(again, heads[j])
 			} else {
-				answer(todo[j], res, nil)
+				answerRun(heads[j], res)
 			}
 		}
-		todo, first = again, true
+		heads, first = again, true
 	}
 }

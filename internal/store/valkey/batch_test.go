@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -355,5 +356,143 @@ func TestBatchIdleSendsAtOnce(t *testing.T) {
 	}
 	if n := yields.Load(); n != 1 {
 		t.Errorf("a leader with a batch in flight yielded %d times, want 1", n)
+	}
+}
+
+// evalshaCalls returns how many EVALSHA commands srv has run.
+func evalshaCalls(t *testing.T, srv *redisserver.Server) int64 {
+	t.Helper()
+	info, err := srv.Do(t, "INFO", "commandstats").ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+			var n int64
+			fmt.Sscanf(v, "%d", &n)
+			return n
+		}
+	}
+	return 0
+}
+
+// TestBatchMerge: identical concurrent decisions (one client's requests:
+// same keys, limits, cost and time) go out as one script run deciding them
+// in turn, with the same decisions and the same state as the same number of
+// runs one after another — for every algorithm, in delay mode, with costs
+// above 1 and with two checks per decision. Requests that differ (another
+// key, another lease id) are not merged and decide as before.
+func TestBatchMerge(t *testing.T) {
+	st, srv := newStore(t)
+	const n = 12
+	tb := algo.Limit{Kind: algo.TokenBucket, Count: 10, Period: 1000, Burst: 5}
+	cases := []struct {
+		name   string
+		limits []algo.Limit
+		cost   int64
+	}{
+		{"fixed window", []algo.Limit{{Kind: algo.FixedWindow, Count: 7, Period: 60_000}}, 1},
+		{"sliding log", []algo.Limit{{Kind: algo.SlidingLog, Count: 7, Period: 60_000}}, 1},
+		{"sliding window", []algo.Limit{{Kind: algo.SlidingWindow, Count: 9, Period: 10_000}}, 1},
+		{"token bucket", []algo.Limit{tb}, 1},
+		{"token bucket cost 2", []algo.Limit{tb}, 2},
+		{"leaky bucket delay", []algo.Limit{{Kind: algo.LeakyBucket, Count: 10, Period: 1000, Burst: 8, Delay: 3}}, 1},
+		{"leaky bucket nodelay", []algo.Limit{{Kind: algo.LeakyBucket, Count: 10, Period: 1000, Burst: 4, NoDelay: true}}, 1},
+		{"two checks", []algo.Limit{tb, {Kind: algo.FixedWindow, Count: 4, Period: 60_000}}, 1},
+	}
+	cl := srv.Client(t)
+	for ci, tc := range cases {
+		// Key sets a (merged) and b (serial), each already charged twice
+		// 300 ms before now.
+		checks := func(set string) []store.Check {
+			c := make([]store.Check, len(tc.limits))
+			for i, l := range tc.limits {
+				c[i] = store.Check{Key: fmt.Sprintf("rl:v1:{m%d%s}:%d", ci, set, i), Limit: l, Cost: tc.cost}
+			}
+			return c
+		}
+		a, b := checks("a"), checks("b")
+		now := base + 5_000_300
+		decideAt := func(c []store.Check, at int64) []algo.Decision {
+			out := make([]algo.Decision, len(c))
+			if _, err := st.Decide(context.Background(), c, at, out); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			return out
+		}
+		for range 2 {
+			decideAt(a, now-300)
+			decideAt(b, now-300)
+		}
+		var serial []string
+		for range n {
+			serial = append(serial, fmt.Sprint(decideAt(b, now)))
+		}
+
+		// The batch: n identical decisions on a, one on another key and
+		// two concurrency checks with their own lease ids: 4 runs.
+		holdBatches(t, st, n+3, nil)
+		before := evalshaCalls(t, srv)
+		var mu sync.Mutex
+		var merged []string
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				d := fmt.Sprint(decideAt(a, now))
+				mu.Lock()
+				merged = append(merged, d)
+				mu.Unlock()
+			})
+		}
+		other := fmt.Sprintf("rl:v1:{m%dother}:0", ci)
+		wg.Go(func() {
+			if d := decideAt([]store.Check{{Key: other, Limit: tb, Cost: 1}}, now); !d[0].Allowed || d[0].Remaining != 4 {
+				t.Errorf("%s: other key: %+v, want allowed, remaining 4", tc.name, d[0])
+			}
+		})
+		conc := algo.Limit{Kind: algo.Concurrency, Count: 1, Period: 60_000}
+		var held atomic.Int64
+		for i := range 2 {
+			wg.Go(func() {
+				c := []store.Check{{Key: fmt.Sprintf("rl:v1:{m%dconc}:0", ci), Limit: conc, Cost: 1, Lease: fmt.Sprint("lease", i)}}
+				if decideAt(c, now)[0].Allowed {
+					held.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		st.batch.yield = nil
+		if runs := evalshaCalls(t, srv) - before; runs != 4 {
+			t.Errorf("%s: %d script runs for %d identical decisions and 3 others, want 4", tc.name, runs, n)
+		}
+		if h := held.Load(); h != 1 {
+			t.Errorf("%s: %d of 2 leases granted on a limit of 1", tc.name, h)
+		}
+		slices.Sort(serial)
+		slices.Sort(merged)
+		if !slices.Equal(serial, merged) {
+			t.Errorf("%s: merged decisions\n%v\nwant (serial)\n%v", tc.name, merged, serial)
+		}
+
+		// Same state: the same expiry (the last write's) and the same
+		// decisions later on.
+		for i := range a {
+			ta, err := cl.Do(context.Background(), cl.B().Pttl().Key(a[i].Key).Build()).AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tb, err := cl.Do(context.Background(), cl.B().Pttl().Key(b[i].Key).Build()).AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := ta - tb; d < -50 || d > 50 || ta < 0 {
+				t.Errorf("%s: check %d: TTL %d ms merged, %d serial", tc.name, i, ta, tb)
+			}
+		}
+		for _, later := range []int64{1, 150, 2_500} {
+			if da, db := decideAt(a, now+later), decideAt(b, now+later); fmt.Sprint(da) != fmt.Sprint(db) {
+				t.Errorf("%s: at now+%d ms: %v merged, %v serial", tc.name, later, da, db)
+			}
+		}
 	}
 }

@@ -367,7 +367,7 @@ func (s *Store) refundGroups(ctx context.Context, c valkeygo.Client, checks []st
 		for _, i := range g {
 			part = append(part, checks[i])
 		}
-		if _, err := s.exec(ctx, c, modeRefund, part, now); err != nil {
+		if _, _, _, err := s.exec(ctx, c, modeRefund, part, now); err != nil {
 			return err
 		}
 	}
@@ -375,44 +375,49 @@ func (s *Store) refundGroups(ctx context.Context, c valkeygo.Client, checks []st
 }
 
 // exec runs the script in mode over checks at now, bounded by
-// Options.Timeout (or ctx's earlier deadline), and returns its reply. The
-// run joins a batch of concurrent runs (batch.go) when Store.batches
-// allows: keys, a Timeout, and no deadline of ctx's own within it.
-func (s *Store) exec(ctx context.Context, c valkeygo.Client, mode string, checks []store.Check, now int64) ([]valkeygo.ValkeyMessage, error) {
+// Options.Timeout (or ctx's earlier deadline), and returns its reply,
+// which decides n identical requests, this one the rep-th (from 0): a
+// batch may merge this run with identical ones (Store.send). The run
+// joins a batch of concurrent runs (batch.go) when Store.batches allows:
+// keys, a Timeout, and no deadline of ctx's own within it.
+func (s *Store) exec(ctx context.Context, c valkeygo.Client, mode string, checks []store.Check, now int64) (reply []valkeygo.ValkeyMessage, rep, n int, err error) {
 	cl := calls.Get().(*call)
 	s.scriptArgs(cl, mode, checks, now)
 	if s.batches(ctx, cl) {
 		res, err := s.batch.do(ctx, s, c, cl)
 		if err != nil {
-			return nil, err // cl may still be in a batch: not released
+			return nil, 0, 0, err // cl may still be in a batch: not released
 		}
 		defer cl.release()
-		return res.ToArray()
+		reply, err = res.ToArray()
+		return reply, cl.rep, cl.n, err
 	}
 	defer cl.release()
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	return s.script.Exec(ctx, c, cl.keys, cl.args).ToArray()
+	reply, err = s.script.Exec(ctx, c, cl.keys, cl.args).ToArray()
+	return reply, 0, 1, err
 }
 
 // run decides checks (all in one slot) with one script run in mode
 // (modeDecide or modeCheck) and fills out; it returns the time used.
 func (s *Store) run(ctx context.Context, c valkeygo.Client, mode string, checks []store.Check, now int64, out []algo.Decision) (int64, error) {
-	reply, err := s.exec(ctx, c, mode, checks, now)
+	reply, rep, n, err := s.exec(ctx, c, mode, checks, now)
 	if err != nil {
 		return 0, fmt.Errorf("running decision script: %w", err)
 	}
-	if len(reply) != 1+replyPerCheck*len(checks) {
-		return 0, fmt.Errorf("reading decision reply: %d values for %d checks", len(reply), len(checks))
+	if len(reply) != 1+replyPerCheck*len(checks)*n {
+		return 0, fmt.Errorf("reading decision reply: %d values for %d checks × %d requests", len(reply), len(checks), n)
 	}
 	used, err := reply[0].AsInt64()
 	if err != nil {
 		return 0, fmt.Errorf("reading decision reply: now: %w", err)
 	}
+	base := 1 + rep*replyPerCheck*len(checks)
 	for i := range out {
 		var v [replyPerCheck]int64
 		for j := range v {
-			if v[j], err = reply[1+i*replyPerCheck+j].AsInt64(); err != nil {
+			if v[j], err = reply[base+i*replyPerCheck+j].AsInt64(); err != nil {
 				return 0, fmt.Errorf("reading decision reply: check %d: %w", i, err)
 			}
 		}
@@ -500,7 +505,7 @@ func (s *Store) Refund(ctx context.Context, checks []store.Check, now int64) err
 		groups = slotGroups(checks)
 	}
 	if len(groups) == 1 {
-		if _, err := s.exec(ctx, c, modeRefund, checks, now); err != nil {
+		if _, _, _, err := s.exec(ctx, c, modeRefund, checks, now); err != nil {
 			return fmt.Errorf("refunding: %w", err)
 		}
 		return nil

@@ -2,16 +2,21 @@
 -- KEYS: one key per check, all distinct. ARGV[1] = now (Unix ms; 0 = the
 -- server's TIME), ARGV[2] = mode: 0 decide (charge all or none), 1 check
 -- (decide, write nothing; accepted checks report their cost-0 values), 2
--- refund (undo a charge made at now, refund.lua; reply {now}); then 8 per
--- check: kind, Count, Period, Burst, Delay, NoDelay (0/1), cost, lease id.
--- Reply: {now, then per check allowed, remaining, retryAfter, wait,
--- resetAfter}.
+-- refund (undo a charge made at now, refund.lua; reply {now}); ARGV[3] = n,
+-- the number of identical requests to decide one after another at now (1
+-- to 1000; 1 in mode 2); then 8 per check: kind, Count, Period, Burst,
+-- Delay, NoDelay (0/1), cost, lease id. Reply: {now, then per request, per
+-- check allowed, remaining, retryAfter, wait, resetAfter}.
 local nargs = 8
-if #ARGV ~= 2 + nargs * #KEYS then
-  return redis.error_reply('ERR rlproxy: ' .. #ARGV .. ' args for ' .. #KEYS .. ' keys, want 2+8 per key')
+if #ARGV ~= 3 + nargs * #KEYS then
+  return redis.error_reply('ERR rlproxy: ' .. #ARGV .. ' args for ' .. #KEYS .. ' keys, want 3+8 per key')
 end
 local mode = ARGV[2]
 local now = tonumber(ARGV[1])
+local n = tonumber(ARGV[3])
+if not n or n < 1 or n > 1000 or n % 1 ~= 0 or (mode == '2' and n ~= 1) then
+  return redis.error_reply('ERR rlproxy: ' .. ARGV[3] .. ' requests to decide')
+end
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -21,7 +26,7 @@ if mode == '2' then
   local U = { refund_fixed_window, refund_sliding_log, refund_sliding_window,
     refund_token_bucket, refund_leaky_bucket, refund_concurrency }
   for i = 1, #KEYS do
-    local b = 2 + (i - 1) * nargs
+    local b = 3 + (i - 1) * nargs
     local f, cost = U[tonumber(ARGV[b + 1])], tonumber(ARGV[b + 7])
     if f and cost > 0 then
       f(KEYS[i], now, tonumber(ARGV[b + 3]), cost, ARGV[b + 8])
@@ -33,7 +38,7 @@ end
 -- The algorithms by kind number (algo.Kind).
 local A = { fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, concurrency }
 for i = 1, #KEYS do
-  local kind = ARGV[3 + (i - 1) * nargs]
+  local kind = ARGV[4 + (i - 1) * nargs]
   if not A[tonumber(kind)] then
     return redis.error_reply('ERR rlproxy: unknown algorithm kind ' .. kind)
   end
@@ -46,7 +51,7 @@ end
 -- accepted: it is refused with the peek's remaining and reset, and no
 -- retry time (algo.Limit.Decide).
 local function decide(i, charge, peek)
-  local b = 2 + (i - 1) * nargs
+  local b = 3 + (i - 1) * nargs
   local kind = tonumber(ARGV[b + 1])
   local count, period, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
   local delay, nodelay = tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
@@ -69,31 +74,49 @@ local function decide(i, charge, peek)
   return f(KEYS[i], now, charge, count, period, burst, delay, nodelay, cost, lease)
 end
 
--- One check to charge (a route with one policy, the common case): one pass.
-if #KEYS == 1 and mode == '0' then
+-- One request, one check to charge (a route with one policy, the common
+-- case): one pass.
+if n == 1 and #KEYS == 1 and mode == '0' then
   local allowed, remaining, retry, wait, reset = decide(1, true, false)
   return { now, allowed, remaining, retry, wait, reset }
 end
 
--- Phase 1: every decision, reads only.
-local out = { now }
-local all = true
-for i = 1, #KEYS do
-  local o = 1 + (i - 1) * 5
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = decide(i, false, false)
-  all = all and out[o + 1] == 1
+-- n identical requests (concurrent requests of one client, batched by the
+-- proxy) are decided in turn, exactly as n runs at the same now would
+-- decide them, each seeing the charges of those before it; the states
+-- stay in the script until the end (writeback).
+if n > 1 then
+  writeback()
 end
-
--- Phase 2: charge only if every check accepted (mode 0): each is decided
--- again, now charging, from the same state (the keys are distinct, and
--- nothing was written in phase 1), so its reply stays phase 1's. Otherwise
--- the accepted checks report their uncharged (cost 0) state.
-for i = 1, #KEYS do
-  local o = 1 + (i - 1) * 5
-  if all and mode == '0' then
-    decide(i, true, false)
-  elseif out[o + 1] == 1 and tonumber(ARGV[(i - 1) * nargs + 9]) > 0 then
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = decide(i, false, true)
+local out = { now }
+for r = 0, n - 1 do
+  local base = 1 + r * 5 * #KEYS
+  if #KEYS == 1 and mode == '0' then
+    out[base + 1], out[base + 2], out[base + 3], out[base + 4], out[base + 5] = decide(1, true, false)
+  else
+    -- Phase 1: every decision, reads only.
+    local all = true
+    for i = 1, #KEYS do
+      local o = base + (i - 1) * 5
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = decide(i, false, false)
+      all = all and out[o + 1] == 1
+    end
+    -- Phase 2: charge only if every check accepted (mode 0): each is
+    -- decided again, now charging, from the same state (the keys are
+    -- distinct, and nothing was written in phase 1), so its reply stays
+    -- phase 1's. Otherwise the accepted checks report their uncharged
+    -- (cost 0) state.
+    for i = 1, #KEYS do
+      local o = base + (i - 1) * 5
+      if all and mode == '0' then
+        decide(i, true, false)
+      elseif out[o + 1] == 1 and tonumber(ARGV[(i - 1) * nargs + 10]) > 0 then
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = decide(i, false, true)
+      end
+    end
   end
+end
+if n > 1 then
+  flush()
 end
 return out

@@ -40,10 +40,21 @@ end
 -- packed[n] is the struct format of a state of n little-endian doubles.
 local packed = { '<d', '<dd', '<ddd' }
 
+-- wbv and wbt, when set (writeback), hold the states this run has saved
+-- and not yet written: key -> packed state, key -> expiry in ms. A run
+-- that decides several identical requests (dispatch.lua, ARGV[3] > 1)
+-- reads each key once and writes it once, at the end (flush), instead of
+-- a GET and a SET per request; nil = write through.
+local wbv, wbt
+
+local function writeback()
+  wbv, wbt = {}, {}
+end
+
 -- load returns the n doubles of a packed state; nothing (nil) when the key
 -- is missing (missing state = idle state).
 local function load(key, n)
-  local v = redis.call('GET', key)
+  local v = wbv and wbv[key] or redis.call('GET', key)
   if not v then
     return nil
   end
@@ -56,7 +67,20 @@ end
 -- save writes the n doubles ... as a packed state with an expiry of ttl ms
 -- (at least 1): the key disappears exactly when its state has become idle.
 local function save(key, ttl, n, ...)
-  redis.call('SET', key, struct.pack(packed[n], ...), 'PX', int(math.max(ttl, 1)))
+  local v, px = struct.pack(packed[n], ...), int(math.max(ttl, 1))
+  if wbv then
+    wbv[key], wbt[key] = v, px
+  else
+    redis.call('SET', key, v, 'PX', px)
+  end
+end
+
+-- flush writes the states saved since writeback. Every save of a run is at
+-- the same now, so the last one's expiry is the right one.
+local function flush()
+  for key, v in pairs(wbv) do
+    redis.call('SET', key, v, 'PX', wbt[key])
+  end
 end
 
 -- score reads the score of a one-element WITHSCORES reply, nil when empty.
