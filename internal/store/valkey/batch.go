@@ -223,7 +223,12 @@ func (s *Store) send(c valkeygo.Client, calls []*call) {
 
 	// Group the calls still wanted into runs: heads holds each run's
 	// first call; next links a run's calls in order (-1 ends it), last
-	// and size are a head's last call and count.
+	// and size are a head's last call and count. A call joins the newest
+	// run with its first key, so the calls of one argument list keep their
+	// order; a merged call may still decide before a call between them in
+	// the batch that shares a key at another position — they were all in
+	// flight together, and any order among them is one they could have
+	// reached the server in.
 	idx := make([]int, 3*len(calls))
 	next, last, size := idx[:len(calls)], idx[len(calls):2*len(calls)], idx[2*len(calls):]
 	heads := make([]int, 0, len(calls))

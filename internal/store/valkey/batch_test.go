@@ -16,12 +16,9 @@ import (
 	"rlproxy/internal/testutil/redisserver"
 )
 
-// holdBatches makes st's batch leaders wait, instead of yielding, until
-// their batch holds n calls (failing t after 10 s), then run then (may be
-// nil) before sending. So that every leader collects, it counts one batch
-// as in flight until the test ends. It returns the number of batches held.
-func holdBatches(t *testing.T, st *Store, n int, then func()) *atomic.Int64 {
-	var sent atomic.Int64
+// holdInflight counts one batch of st as in flight until t ends, so that
+// every leader collects (and yields) instead of sending at once.
+func holdInflight(t *testing.T, st *Store) {
 	st.batch.mu.Lock()
 	st.batch.inflight++
 	st.batch.mu.Unlock()
@@ -30,20 +27,38 @@ func holdBatches(t *testing.T, st *Store, n int, then func()) *atomic.Int64 {
 		st.batch.inflight--
 		st.batch.mu.Unlock()
 	})
-	st.batch.yield = func() {
-		for give := time.Now().Add(10 * time.Second); ; {
-			st.batch.mu.Lock()
-			k := len(st.batch.collect.calls)
-			st.batch.mu.Unlock()
-			if k == n {
-				break
-			}
-			if time.Now().After(give) {
-				t.Errorf("batch holds %d calls after 10 s, want %d to join", k, n)
-				break
-			}
-			time.Sleep(time.Millisecond)
+}
+
+// batchLen is how many calls st's collecting batch holds (0 for none).
+func batchLen(st *Store) int {
+	st.batch.mu.Lock()
+	defer st.batch.mu.Unlock()
+	if st.batch.collect == nil {
+		return 0
+	}
+	return len(st.batch.collect.calls)
+}
+
+// waitBatch waits until st's collecting batch holds n calls, failing t
+// after 10 s.
+func waitBatch(t *testing.T, st *Store, n int) {
+	for give := time.Now().Add(10 * time.Second); batchLen(st) < n; time.Sleep(200 * time.Microsecond) {
+		if time.Now().After(give) {
+			t.Errorf("batch holds %d calls after 10 s, want %d to join", batchLen(st), n)
+			return
 		}
+	}
+}
+
+// holdBatches makes st's batch leaders wait, instead of yielding, until
+// their batch holds n calls (waitBatch), then run then (may be nil) before
+// sending; every leader collects (holdInflight). It returns the number of
+// batches held.
+func holdBatches(t *testing.T, st *Store, n int, then func()) *atomic.Int64 {
+	var sent atomic.Int64
+	holdInflight(t, st)
+	st.batch.yield = func() {
+		waitBatch(t, st, n)
 		if then != nil {
 			then()
 		}
@@ -359,21 +374,29 @@ func TestBatchIdleSendsAtOnce(t *testing.T) {
 	}
 }
 
-// evalshaCalls returns how many EVALSHA commands srv has run.
-func evalshaCalls(t *testing.T, srv *redisserver.Server) int64 {
+// cmdCalls returns how many cmd (lower case, e.g. "get") commands srv has
+// run (INFO commandstats).
+func cmdCalls(t *testing.T, srv *redisserver.Server, cmd string) int64 {
 	t.Helper()
 	info, err := srv.Do(t, "INFO", "commandstats").ToString()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+		if v, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
 			var n int64
-			fmt.Sscanf(v, "%d", &n)
+			if _, err := fmt.Sscanf(v, "%d", &n); err != nil {
+				t.Fatalf("parsing %q: %v", line, err)
+			}
 			return n
 		}
 	}
 	return 0
+}
+
+// evalshaCalls returns how many EVALSHA commands srv has run.
+func evalshaCalls(t *testing.T, srv *redisserver.Server) int64 {
+	return cmdCalls(t, srv, "evalsha")
 }
 
 // TestBatchMerge: identical concurrent decisions (one client's requests:

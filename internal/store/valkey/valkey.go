@@ -227,8 +227,9 @@ const (
 
 // Decide implements store.Store: one script run decides all checks
 // atomically at now (Unix ms; 0 = the server's TIME). Errors: connecting,
-// timeout, a script error (e.g. a key holding foreign data), or a
-// malformed reply; out is then undefined.
+// timeout, a script error (e.g. a key holding foreign data), a malformed
+// reply, or two checks on one key (the script needs distinct keys; the
+// memory store allows them); out is then undefined.
 //
 // On a Valkey Cluster, checks whose keys hash to different slots (a route
 // whose policies use different key sources, e.g. [header:X-API-Key] and
@@ -250,6 +251,17 @@ const (
 func (s *Store) Decide(ctx context.Context, checks []store.Check, now int64, out []algo.Decision) (int64, error) {
 	if len(out) != len(checks) {
 		return 0, fmt.Errorf("deciding: %d checks but %d decisions", len(checks), len(out))
+	}
+	// The script decides each check from its key's state as it was before
+	// the decision (phase 1, then phase 2), which two checks on one key
+	// would break. The configuration cannot produce them (policy names on a
+	// route are unique, and so are the keys' suffixes).
+	for i := 1; i < len(checks); i++ {
+		for j := range i {
+			if checks[i].Key == checks[j].Key {
+				return 0, fmt.Errorf("deciding: checks %d and %d share key %q", j, i, checks[i].Key)
+			}
+		}
 	}
 	c, err := s.Client(ctx)
 	if err != nil {

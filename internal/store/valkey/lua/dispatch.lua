@@ -44,18 +44,14 @@ for i = 1, #KEYS do
   end
 end
 
--- decide returns check i's decision at now (the algorithms' five values),
--- charging it when charge is true and it is accepted; peek decides it at
--- cost 0. A cost above the check's quota (q of RateLimit-Policy: requests
--- accepted at one instant from idle, algo.Limit.Quota) can never be
--- accepted: it is refused with the peek's remaining and reset, and no
--- retry time (algo.Limit.Decide).
-local function decide(i, charge, peek)
-  local b = 3 + (i - 1) * nargs
-  local kind = tonumber(ARGV[b + 1])
-  local count, period, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
-  local delay, nodelay = tonumber(ARGV[b + 5]), ARGV[b + 6] == '1'
-  local cost, lease = tonumber(ARGV[b + 7]), ARGV[b + 8]
+-- decideWith returns the decision on key at now of a check with the values
+-- that check() returns (the algorithms' five values), charging it when
+-- charge is true and it is accepted; peek decides it at cost 0. A cost
+-- above the check's quota (q of RateLimit-Policy: requests accepted at one
+-- instant from idle, algo.Limit.Quota) can never be accepted: it is
+-- refused with the peek's remaining and reset, and no retry time
+-- (algo.Limit.Decide).
+local function decideWith(key, charge, peek, kind, count, period, burst, delay, nodelay, cost, lease)
   local f = A[kind]
   if peek then
     cost = 0
@@ -67,11 +63,24 @@ local function decide(i, charge, peek)
       quota = burst + 1
     end
     if cost > quota then
-      local _, remaining, _, _, reset = f(KEYS[i], now, false, count, period, burst, delay, nodelay, 0, lease)
+      local _, remaining, _, _, reset = f(key, now, false, count, period, burst, delay, nodelay, 0, lease)
       return 0, remaining, 0, 0, reset
     end
   end
-  return f(KEYS[i], now, charge, count, period, burst, delay, nodelay, cost, lease)
+  return f(key, now, charge, count, period, burst, delay, nodelay, cost, lease)
+end
+
+-- check returns check i's values: kind, Count, Period, Burst, Delay,
+-- NoDelay (boolean), cost, lease id.
+local function check(i)
+  local b = 3 + (i - 1) * nargs
+  return tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]),
+    tonumber(ARGV[b + 5]), ARGV[b + 6] == '1', tonumber(ARGV[b + 7]), ARGV[b + 8]
+end
+
+-- decide is decideWith for check i.
+local function decide(i, charge, peek)
+  return decideWith(KEYS[i], charge, peek, check(i))
 end
 
 -- One request, one check to charge (a route with one policy, the common
@@ -89,10 +98,16 @@ if n > 1 then
   writeback()
 end
 local out = { now }
+local key1, kind, count, period, burst, delay, nodelay, cost, lease
+if #KEYS == 1 and mode == '0' then -- parsed once for all n
+  key1 = KEYS[1]
+  kind, count, period, burst, delay, nodelay, cost, lease = check(1)
+end
 for r = 0, n - 1 do
   local base = 1 + r * 5 * #KEYS
-  if #KEYS == 1 and mode == '0' then
-    out[base + 1], out[base + 2], out[base + 3], out[base + 4], out[base + 5] = decide(1, true, false)
+  if key1 then
+    out[base + 1], out[base + 2], out[base + 3], out[base + 4], out[base + 5] =
+      decideWith(key1, true, false, kind, count, period, burst, delay, nodelay, cost, lease)
   else
     -- Phase 1: every decision, reads only.
     local all = true

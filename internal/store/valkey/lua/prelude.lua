@@ -40,46 +40,72 @@ end
 -- packed[n] is the struct format of a state of n little-endian doubles.
 local packed = { '<d', '<dd', '<ddd' }
 
--- wbv and wbt, when set (writeback), hold the states this run has saved
--- and not yet written: key -> packed state, key -> expiry in ms. A run
--- that decides several identical requests (dispatch.lua, ARGV[3] > 1)
--- reads each key once and writes it once, at the end (flush), instead of
--- a GET and a SET per request; nil = write through.
-local wbv, wbt
+-- wb, when set (writeback), holds every state this run has read or
+-- saved: key -> {d1, d2, d3, n = doubles (nil: no key), ttl = expiry ms
+-- (nil: not saved)}. A run that decides several identical requests
+-- (dispatch.lua, ARGV[3] > 1) reads each key once and writes each saved
+-- key once, at the end (flush), instead of a GET (and a pack and a SET)
+-- per request; nil = read and write through.
+local wb
 
 local function writeback()
-  wbv, wbt = {}, {}
+  wb = {}
 end
 
 -- load returns the n doubles of a packed state; nothing (nil) when the key
 -- is missing (missing state = idle state).
 local function load(key, n)
-  local v = wbv and wbv[key] or redis.call('GET', key)
+  local s = wb and wb[key]
+  if s then
+    if s.n then
+      return s[1], s[2], s[3]
+    end
+    return nil
+  end
+  local v = redis.call('GET', key)
   if not v then
+    if wb then
+      wb[key] = {}
+    end
     return nil
   end
   if #v ~= 8 * n then
     error('rlproxy: state of ' .. key .. ' is ' .. #v .. ' bytes, want ' .. 8 * n)
   end
+  if wb then
+    local a, b, c = struct.unpack(packed[n], v)
+    if n == 2 then
+      c = nil -- struct.unpack's next position
+    end
+    wb[key] = { a, b, c, n = n }
+    return a, b, c
+  end
   return struct.unpack(packed[n], v)
 end
 
--- save writes the n doubles ... as a packed state with an expiry of ttl ms
--- (at least 1): the key disappears exactly when its state has become idle.
-local function save(key, ttl, n, ...)
-  local v, px = struct.pack(packed[n], ...), int(math.max(ttl, 1))
-  if wbv then
-    wbv[key], wbt[key] = v, px
-  else
-    redis.call('SET', key, v, 'PX', px)
+-- save writes the n doubles a, b[, c] as a packed state with an expiry of
+-- ttl ms (at least 1): the key disappears exactly when its state has
+-- become idle.
+local function save(key, ttl, n, a, b, c)
+  if wb then
+    local s = wb[key]
+    if not s then
+      s = {}
+      wb[key] = s
+    end
+    s[1], s[2], s[3], s.n, s.ttl = a, b, c, n, ttl
+    return
   end
+  redis.call('SET', key, struct.pack(packed[n], a, b, c), 'PX', int(math.max(ttl, 1)))
 end
 
 -- flush writes the states saved since writeback. Every save of a run is at
 -- the same now, so the last one's expiry is the right one.
 local function flush()
-  for key, v in pairs(wbv) do
-    redis.call('SET', key, v, 'PX', wbt[key])
+  for key, s in pairs(wb) do
+    if s.ttl then
+      redis.call('SET', key, struct.pack(packed[s.n], s[1], s[2], s[3]), 'PX', int(math.max(s.ttl, 1)))
+    end
   end
 end
 
