@@ -394,6 +394,26 @@ func cmdCalls(t *testing.T, srv *redisserver.Server, cmd string) int64 {
 	return 0
 }
 
+// goCollect starts n goroutines on wg, each running f; once wg is done,
+// the function it returns gives their results (in completion order).
+func goCollect(wg *sync.WaitGroup, n int, f func() string) func() []string {
+	var mu sync.Mutex
+	var out []string
+	for range n {
+		wg.Go(func() {
+			v := f()
+			mu.Lock()
+			out = append(out, v)
+			mu.Unlock()
+		})
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return out
+	}
+}
+
 // evalshaCalls returns how many EVALSHA commands srv has run.
 func evalshaCalls(t *testing.T, srv *redisserver.Server) int64 {
 	return cmdCalls(t, srv, "evalsha")
@@ -456,17 +476,8 @@ func TestBatchMerge(t *testing.T) {
 		// two concurrency checks with their own lease ids: 4 runs.
 		holdBatches(t, st, n+3, nil)
 		before := evalshaCalls(t, srv)
-		var mu sync.Mutex
-		var merged []string
 		var wg sync.WaitGroup
-		for range n {
-			wg.Go(func() {
-				d := fmt.Sprint(decideAt(a, now))
-				mu.Lock()
-				merged = append(merged, d)
-				mu.Unlock()
-			})
-		}
+		results := goCollect(&wg, n, func() string { return fmt.Sprint(decideAt(a, now)) })
 		other := fmt.Sprintf("rl:v1:{m%dother}:0", ci)
 		wg.Go(func() {
 			if d := decideAt([]store.Check{{Key: other, Limit: tb, Cost: 1}}, now); !d[0].Allowed || d[0].Remaining != 4 {
@@ -484,6 +495,7 @@ func TestBatchMerge(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		merged := results()
 		st.batch.yield = nil
 		if runs := evalshaCalls(t, srv) - before; runs != 4 {
 			t.Errorf("%s: %d script runs for %d identical decisions and 3 others, want 4", tc.name, runs, n)

@@ -165,18 +165,10 @@ func TestMergeRandom(t *testing.T) {
 		}
 		h.set(n)
 		before := evalshaCalls(t, srv)
-		var mu sync.Mutex
-		var merged []string
 		var wg sync.WaitGroup
-		for range n {
-			wg.Go(func() {
-				d := decide(m, now)
-				mu.Lock()
-				merged = append(merged, d)
-				mu.Unlock()
-			})
-		}
+		results := goCollect(&wg, n, func() string { return decide(m, now) })
 		wg.Wait()
+		merged := results()
 		h.set(0)
 		if runs := evalshaCalls(t, srv) - before; runs != int64((n+maxMerge-1)/maxMerge) {
 			t.Errorf("iter %d: %d runs for %d identical calls, want 1", it, runs, n)
