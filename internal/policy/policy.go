@@ -527,7 +527,7 @@ func (l *Limiter) decideChecks(ctx context.Context, res *Result) {
 	if len(enforce) > 0 {
 		start := time.Now()
 		now, err := l.store.Decide(ctx, enforce, 0, res.out[:res.dryStart])
-		l.observeStore(start, err)
+		l.observeStore(ctx, start, err)
 		if err != nil {
 			res.Err, res.enforceFailed = err, true
 			l.failEnforcing(ctx, res)
@@ -553,7 +553,7 @@ func (l *Limiter) decideChecks(ctx context.Context, res *Result) {
 	}
 	start := time.Now()
 	now, err := l.store.Decide(ctx, dry, 0, res.out[res.dryStart:])
-	l.observeStore(start, err)
+	l.observeStore(ctx, start, err)
 	for i := range dry { // dry-run leases exist only where the store accepted
 		if err != nil || !res.out[res.dryStart+i].Allowed {
 			dry[i].Lease = ""
@@ -578,11 +578,14 @@ func (l *Limiter) decideChecks(ctx context.Context, res *Result) {
 	}
 }
 
-// observeStore records one store round trip. A decision the circuit
-// breaker answered without asking the store is no round trip: it is not
-// timed or counted as a store error (the breaker has its own gauge).
-func (l *Limiter) observeStore(start time.Time, err error) {
-	if l.metrics == nil || errors.Is(err, guard.ErrOpen) {
+// observeStore records one store round trip of a decision made under ctx.
+// A decision the circuit breaker answered without asking the store is no
+// round trip: it is not timed or counted as a store error (the breaker has
+// its own gauge). Nor is one whose caller gave up (ctx canceled: the
+// client left before the store answered): it says nothing of the store's
+// health, as for the breaker itself (guard.Breaker.Decide).
+func (l *Limiter) observeStore(ctx context.Context, start time.Time, err error) {
+	if l.metrics == nil || errors.Is(err, guard.ErrOpen) || (errors.Is(err, context.Canceled) && ctx.Err() != nil) {
 		return
 	}
 	l.metrics.ObserveStore(time.Since(start))
