@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	valkeygo "github.com/valkey-io/valkey-go"
 
@@ -46,15 +45,7 @@ func clusterChecks(i int) []store.Check {
 func TestClusterMatchesSingleNode(t *testing.T) {
 	cl := rediscluster.Start(t, 3)
 	single := redisserver.Start(t)
-	open := func(addrs []string) *Store {
-		st, err := New(context.Background(), Options{Addrs: addrs, KeyPrefix: "rl:", Timeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return st
-	}
-	cs, ss := open(cl.Addrs), open([]string{single.Addr})
+	cs, ss := openStore(t, cl.Addrs), openStore(t, []string{single.Addr})
 	c, err := cs.Client(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -189,11 +180,7 @@ func TestRefundUndoesCharge(t *testing.T) {
 // exactly 20 afterwards — refused requests are charged by none.
 func TestSplitDecisionRace(t *testing.T) {
 	cl := rediscluster.Start(t, 3)
-	st, err := New(context.Background(), Options{Addrs: cl.Addrs, KeyPrefix: "rl:", Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t, cl.Addrs)
 	big := algo.Limit{Kind: algo.FixedWindow, Count: 1000, Period: 3_600_000}
 	small := algo.Limit{Kind: algo.FixedWindow, Count: 20, Period: 3_600_000}
 	cks := []store.Check{

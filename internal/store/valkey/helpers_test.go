@@ -17,12 +17,19 @@ const base = algo.ReferenceBase
 func newStore(t testing.TB) (*Store, *redisserver.Server) {
 	t.Helper()
 	srv := redisserver.Start(t)
-	st, err := New(context.Background(), Options{Addrs: []string{srv.Addr}, KeyPrefix: "rl:", Timeout: 5 * time.Second})
+	return openStore(t, []string{srv.Addr}), srv
+}
+
+// openStore returns a Store on addrs (one server or Cluster seeds) with key
+// prefix "rl:" and a 5 s Options.Timeout, closed when t ends.
+func openStore(t testing.TB, addrs []string) *Store {
+	t.Helper()
+	st, err := New(context.Background(), Options{Addrs: addrs, KeyPrefix: "rl:", Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return st, srv
+	return st
 }
 
 // newSleepyStore starts a redis-server that accepts DEBUG SLEEP and a

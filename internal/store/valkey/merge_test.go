@@ -407,11 +407,7 @@ func TestMergeHeadCancelled(t *testing.T) {
 // get remaining 49..50-n once each, and each key is charged exactly n times.
 func TestMergeCluster(t *testing.T) {
 	cl := rediscluster.Start(t, 3)
-	st, err := New(context.Background(), Options{Addrs: cl.Addrs, KeyPrefix: "rl:", Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t, cl.Addrs)
 	h := newMergeHold(t, st)
 	l := algo.Limit{Kind: algo.TokenBucket, Count: 1, Period: 3_600_000, Burst: 50}
 	fw := algo.Limit{Kind: algo.FixedWindow, Count: 50, Period: 3_600_000}
