@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,6 +56,7 @@ type options struct {
 	clientRate, attackRPS float64
 	quietPct, maxBgPct    float64
 	quietWait             time.Duration
+	chartFrom             string
 }
 
 func parseFlags() options {
@@ -63,7 +65,7 @@ func parseFlags() options {
 	flag.StringVar(&o.binDir, "bin", "bench/.bin", "directory holding the built upstream and minproxy")
 	flag.StringVar(&o.configDir, "configs", "bench/configs", "directory of the target configs")
 	flag.StringVar(&o.rlproxyBin, "rlproxy", "bench/.bin/rlproxy", "rlproxy binary; missing = rlproxy rows \"not built\"")
-	flag.StringVar(&o.outDir, "out", "bench/results", "where latest.{md,json} / attack.{md,json} go")
+	flag.StringVar(&o.outDir, "out", "bench/results", "where latest.{md,json,svg} / attack.{md,json} go")
 	flag.StringVar(&o.runDir, "run-dir", "", "scratch directory for configs, logs and pgids (default: a new temp dir, removed at exit)")
 	flag.StringVar(&o.wrkScript, "wrk-script", "bench/wrk/report.lua", "wrk Lua script printing the BENCHJSON line")
 	flag.StringVar(&o.proxyCPUs, "proxy-cpus", "0", "taskset CPU list of the proxy under test")
@@ -81,12 +83,16 @@ func parseFlags() options {
 	flag.Float64Var(&o.quietPct, "quiet-pct", 10, "before each run, wait until other processes use less than this % of all CPUs (0 = don't wait)")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 30*time.Second, "longest wait for quiet before a run; then it runs anyway")
 	flag.Float64Var(&o.maxBgPct, "max-bg-pct", 20, "repeat (up to 2 times) a run during which other processes used more than this % of all CPUs (0 = never)")
+	flag.StringVar(&o.chartFrom, "chart", "", "only redraw the chart: read this latest.json and write the .svg beside it, then exit")
 	flag.Parse()
 	return o
 }
 
 func run() error {
 	o := parseFlags()
+	if o.chartFrom != "" {
+		return redrawChart(o.chartFrom)
+	}
 	if o.reps < 1 || o.clients < 1 || o.clientRate <= 0 || o.attackRPS <= 0 || o.attackDur <= 0 {
 		return errors.New("-r, -attack-clients, -client-rate, -attack-rate and -attack-duration must be positive")
 	}
@@ -182,6 +188,9 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 	}), Targets: results}
 	md := throughputMarkdown(rep, plan)
 	if err := writeReport(o.outDir, "latest", md, rep); err != nil {
+		return err
+	}
+	if err := writeChart(filepath.Join(o.outDir, "latest.svg"), rep); err != nil {
 		return err
 	}
 	fmt.Print(md)
