@@ -1,13 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"image/color"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -139,20 +136,4 @@ func writeChart(path string, rep throughputReport) error {
 		return fmt.Errorf("writing chart %s: %w", path, err)
 	}
 	return nil
-}
-
-// redrawChart writes the chart of the throughput report in the JSON file
-// at path (latest.json) beside it, as the same name with .svg: a changed
-// chart without a new 15-minute run. Errors: reading or decoding path,
-// writeChart's.
-func redrawChart(path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("reading report: %w", err)
-	}
-	var rep throughputReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return fmt.Errorf("reading report %s: %w", path, err)
-	}
-	return writeChart(strings.TrimSuffix(path, filepath.Ext(path))+".svg", rep)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -71,25 +72,67 @@ func TestChart(t *testing.T) {
 		t.Fatalf("axis names %v, want direct 1, nginx + limit_req 2, rlproxy memory 2", count)
 	}
 
-	// -chart redraws the same SVG from the JSON report.
-	b, err := json.Marshal(chartReport())
+	if err := writeChart(filepath.Join(dir, "none.svg"), throughputReport{}); err == nil {
+		t.Fatal("a report with no measured target: want an error")
+	}
+}
+
+// TestRedraw rewrites a report's Markdown, chart and goals from its JSON
+// alone, as -redraw does.
+func TestRedraw(t *testing.T) {
+	dir := t.TempDir()
+	rep := chartReport()
+	rep.Meta.Settings = map[string]string{"wrk": "-t1 -c32 -d5s", "half_wrk": "-t1 -c8 -d4s", "half_delay_ms": "1", "r": "3", "warmup": "1s", "max_bg_pct": "20"}
+	rep.Targets[1].ID, rep.Targets[3].ID = baselineID, "rlproxy_memory"
+	rep.Targets[1].Full, rep.Targets[3].Full = runs([]float64{37016}), runs([]float64{28100})
+	b, err := json.Marshal(rep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	js := filepath.Join(dir, "copy.json")
-	if err := os.WriteFile(js, b, 0o644); err != nil {
+	path := filepath.Join(dir, "run.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := redrawChart(js); err != nil {
+	if err := redraw(path); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := os.ReadFile(path)
-	c, err := os.ReadFile(filepath.Join(dir, "copy.svg"))
+	md, err := os.ReadFile(filepath.Join(dir, "run.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"`wrk -t1 -c32 -d5s --latency`, 3 interleaved rounds",
+		"`wrk -t1 -c8 -d4s --latency`, each connection pausing 1 ms",
+		"| rlproxy memory ÷ nginx + limit_req | req/s | ≥ 0.40× | 0.759× | 0.76 | met |",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("run.md lacks %q:\n%s", want, md)
+		}
+	}
+	var back throughputReport
+	b, err = os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Goals) != 1 || len(back.Targets) != 4 {
+		t.Fatalf("rewritten JSON: %d goals, %d targets, %v; want 1, 4", len(back.Goals), len(back.Targets), err)
+	}
+	direct := filepath.Join(dir, "direct.svg")
+	if err := writeChart(direct, rep); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(direct)
+	c, err := os.ReadFile(filepath.Join(dir, "run.svg"))
 	if err != nil || string(a) != string(c) {
-		t.Fatalf("redrawn chart differs from the original (err %v)", err)
+		t.Fatalf("redrawn chart differs from writeChart's (err %v)", err)
 	}
 
-	if err := writeChart(filepath.Join(dir, "none.svg"), throughputReport{}); err == nil {
-		t.Fatal("a report with no measured target: want an error")
+	delete(rep.Meta.Settings, "r")
+	b, _ = json.Marshal(rep)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := redraw(path); err == nil {
+		t.Fatal("a report without its rounds setting: want an error")
 	}
 }

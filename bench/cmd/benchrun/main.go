@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -56,7 +57,7 @@ type options struct {
 	clientRate, attackRPS float64
 	quietPct, maxBgPct    float64
 	quietWait             time.Duration
-	chartFrom             string
+	redraw                string
 }
 
 func parseFlags() options {
@@ -83,15 +84,15 @@ func parseFlags() options {
 	flag.Float64Var(&o.quietPct, "quiet-pct", 10, "before each run, wait until other processes use less than this % of all CPUs (0 = don't wait)")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 30*time.Second, "longest wait for quiet before a run; then it runs anyway")
 	flag.Float64Var(&o.maxBgPct, "max-bg-pct", 20, "repeat (up to 2 times) a run during which other processes used more than this % of all CPUs (0 = never)")
-	flag.StringVar(&o.chartFrom, "chart", "", "only redraw the chart: read this latest.json and write the .svg beside it, then exit")
+	flag.StringVar(&o.redraw, "redraw", "", "measure nothing: rewrite the .md and .svg beside this latest.json (and its goals) from its runs, then exit")
 	flag.Parse()
 	return o
 }
 
 func run() error {
 	o := parseFlags()
-	if o.chartFrom != "" {
-		return redrawChart(o.chartFrom)
+	if o.redraw != "" {
+		return redraw(o.redraw)
 	}
 	if o.reps < 1 || o.clients < 1 || o.clientRate <= 0 || o.attackRPS <= 0 || o.attackDur <= 0 {
 		return errors.New("-r, -attack-clients, -client-rate, -attack-rate and -attack-duration must be positive")
@@ -157,16 +158,26 @@ func startTargets(ctx context.Context, l *lab, specs []targetSpec, only, upstrea
 	return targets
 }
 
+// newPlan is the throughput plan of wrk options wrkArgs (full load) and
+// halfArgs (half load), each with its duration (-d), and the other
+// settings. Errors: a -d that does not parse.
+func newPlan(wrkArgs, halfArgs string, halfDelayMs, reps int, warmup time.Duration, maxBgPct float64) (throughputPlan, error) {
+	fullArgs, fullDur, err := splitDuration(strings.Fields(wrkArgs))
+	if err != nil {
+		return throughputPlan{}, err
+	}
+	half, halfDur, err := splitDuration(strings.Fields(halfArgs))
+	if err != nil {
+		return throughputPlan{}, err
+	}
+	return throughputPlan{reps: reps, fullArgs: fullArgs, fullDur: fullDur, halfArgs: half, halfDur: halfDur, halfDelayMs: halfDelayMs, warmup: warmup, maxBgPct: maxBgPct}, nil
+}
+
 func runThroughputMode(ctx context.Context, o options, l *lab, progress func(string)) error {
-	fullArgs, fullDur, err := splitDuration(strings.Fields(o.wrkArgs))
+	plan, err := newPlan(o.wrkArgs, o.halfArgs, o.halfDelayMs, o.reps, o.warmup, o.maxBgPct)
 	if err != nil {
 		return err
 	}
-	halfArgs, halfDur, err := splitDuration(strings.Fields(o.halfArgs))
-	if err != nil {
-		return err
-	}
-	plan := throughputPlan{reps: o.reps, fullArgs: fullArgs, fullDur: fullDur, halfArgs: halfArgs, halfDur: halfDur, halfDelayMs: o.halfDelayMs, warmup: o.warmup, maxBgPct: o.maxBgPct}
 
 	up, upAddr, err := l.startUpstream(ctx, "")
 	if err != nil {
@@ -185,16 +196,58 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 		"upstream":  "bench/upstream (Go), 13-byte body",
 		"quiet_pct": strconv.FormatFloat(o.quietPct, 'f', -1, 64), "quiet_wait": o.quietWait.String(),
 		"max_bg_pct": strconv.FormatFloat(o.maxBgPct, 'f', -1, 64),
-	}), Targets: results}
-	md := throughputMarkdown(rep, plan)
-	if err := writeReport(o.outDir, "latest", md, rep); err != nil {
-		return err
-	}
-	if err := writeChart(filepath.Join(o.outDir, "latest.svg"), rep); err != nil {
+	}), Targets: results, Goals: evalGoals(results, issueGoals())}
+	md, err := writeThroughput(o.outDir, "latest", rep, plan)
+	if err != nil {
 		return err
 	}
 	fmt.Print(md)
 	return nil
+}
+
+// writeThroughput writes rep as name.md, name.json and name.svg (the chart)
+// into dir and returns the Markdown.
+func writeThroughput(dir, name string, rep throughputReport, plan throughputPlan) (string, error) {
+	md := throughputMarkdown(rep, plan)
+	if err := writeReport(dir, name, md, rep); err != nil {
+		return "", err
+	}
+	if err := writeChart(filepath.Join(dir, name+".svg"), rep); err != nil {
+		return "", err
+	}
+	return md, nil
+}
+
+// redraw rewrites the report derived from the throughput report in the
+// JSON file at path (latest.json): its Markdown, chart and issue 7's marks
+// (the "goals" in the JSON), with the plan read from the report's
+// settings; the runs are kept as they are. A changed report needs no new
+// 15-minute run. Errors: reading or decoding path, settings that do not
+// parse, writing.
+func redraw(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading report: %w", err)
+	}
+	var rep throughputReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("reading report %s: %w", path, err)
+	}
+	set := rep.Meta.Settings
+	delayMs, err1 := strconv.Atoi(set["half_delay_ms"])
+	reps, err2 := strconv.Atoi(set["r"])
+	warmup, err3 := time.ParseDuration(set["warmup"])
+	maxBg, err4 := strconv.ParseFloat(set["max_bg_pct"], 64)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return fmt.Errorf("reading report %s: settings: %w", path, err)
+	}
+	plan, err := newPlan(set["wrk"], set["half_wrk"], delayMs, reps, warmup, maxBg)
+	if err != nil {
+		return fmt.Errorf("reading report %s: settings: %w", path, err)
+	}
+	rep.Goals = evalGoals(rep.Targets, issueGoals())
+	_, err = writeThroughput(filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), ".json"), rep, plan)
+	return err
 }
 
 func runAttackMode(ctx context.Context, o options, l *lab, progress func(string)) error {

@@ -105,6 +105,7 @@ func metaMarkdown(b *strings.Builder, m meta) {
 type throughputReport struct {
 	Meta    meta            `json:"meta"`
 	Targets []*targetResult `json:"targets"`
+	Goals   []goalResult    `json:"goals,omitempty"` // issue 7's marks (goals.go)
 }
 
 // throughputMarkdown renders latest.md.
@@ -152,6 +153,11 @@ func throughputMarkdown(rep throughputReport, plan throughputPlan) string {
 		}
 		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.0f | %s | %s | %.1f |\n", r.Name, h.RPS, h.P50us, h.P99us, num(h.AddedP99us, 0), added, h.BackgroundCPUPct)
 	}
+	names := map[string]string{}
+	for _, r := range rep.Targets {
+		names[r.ID] = r.Name
+	}
+	goalsMarkdown(&b, rep.Goals, names)
 	var notes []string
 	for _, r := range rep.Targets {
 		if r.Status != "ok" {

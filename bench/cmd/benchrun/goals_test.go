@@ -1,0 +1,83 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// runs makes one sample per req/s value (and per added p99, when given).
+func runs(rps []float64, addedP99 ...float64) []sample {
+	out := make([]sample, len(rps))
+	for i, v := range rps {
+		out[i].RPS = v
+		if i < len(addedP99) {
+			out[i].AddedP99us = ptr(addedP99[i])
+		}
+	}
+	return out
+}
+
+func near(a, b []float64) bool {
+	return slices.EqualFunc(a, b, func(x, y float64) bool { return math.Abs(x-y) < 1e-9 })
+}
+
+func TestGoals(t *testing.T) {
+	results := []*targetResult{
+		{ID: baselineID, Name: "nginx", Full: runs([]float64{300, 300, 300}), Half: runs([]float64{1, 1, 1}, 100, 200, 300)},
+		{ID: "minproxy", Name: "minproxy", Full: runs([]float64{100, 100, 100})},
+		{ID: "caddy", Name: "Caddy", Status: "not installed"},
+		{ID: "rlproxy_memory", Name: "memory", Full: runs([]float64{110, 90, 120}), Half: runs([]float64{1, 1, 1}, 150, 150, 700)},
+		{ID: "rlproxy_valkey", Name: "Valkey", Full: runs([]float64{80, 85, 90})},
+		{ID: "rlproxy_memory_keys", Name: "memory 10k", Full: runs([]float64{100, 100})},
+		{ID: "rlproxy_valkey_keys", Name: "Valkey 10k", Full: runs([]float64{70, 75, 80})},
+	}
+	got := evalGoals(results, issueGoals())
+	type want struct {
+		num, den string
+		ratio    float64
+		rounds   []float64
+		met      string // "met", "not met" or "" (no bound)
+	}
+	wants := []want{
+		{"rlproxy_memory", "minproxy", 1.1, []float64{1.1, 0.9, 1.2}, "met"},
+		// caddy: not measured, no goal
+		{"rlproxy_memory", baselineID, 110.0 / 300, []float64{110.0 / 300, 90.0 / 300, 120.0 / 300}, "not met"},
+		{"rlproxy_valkey", "rlproxy_memory", 85.0 / 110, []float64{80.0 / 110, 85.0 / 90, 90.0 / 120}, "not met"},
+		// one round missing on one side: no per-round ratios, no bound
+		{"rlproxy_valkey_keys", "rlproxy_memory_keys", 0.75, nil, ""},
+		// half load: medians 150 and 200 µs added
+		{"rlproxy_memory", baselineID, 0.75, []float64{1.5, 0.75, 700.0 / 300}, "met"},
+	}
+	if len(got) != len(wants) {
+		t.Fatalf("%d goals, want %d: %+v", len(got), len(wants), got)
+	}
+	for i, w := range wants {
+		g := got[i]
+		met := ""
+		if g.Met != nil {
+			met = map[bool]string{true: "met", false: "not met"}[*g.Met]
+		}
+		if g.Num != w.num || g.Den != w.den || math.Abs(g.Ratio-w.ratio) > 1e-9 || !near(g.PerRound, w.rounds) || met != w.met {
+			t.Errorf("goal %d = %s/%s %v %v %q, want %s/%s %v %v %q", i, g.Num, g.Den, g.Ratio, g.PerRound, met, w.num, w.den, w.ratio, w.rounds, w.met)
+		}
+	}
+	if got[4].Measure != "half-load p99 added" || got[0].Measure != "req/s" {
+		t.Errorf("measures %q, %q", got[0].Measure, got[4].Measure)
+	}
+
+	var b strings.Builder
+	goalsMarkdown(&b, got, map[string]string{"rlproxy_valkey": "Valkey", "rlproxy_memory": "memory", "minproxy": "minproxy", baselineID: "nginx", "rlproxy_valkey_keys": "Valkey 10k", "rlproxy_memory_keys": "memory 10k"})
+	md := b.String()
+	for _, row := range []string{
+		"| Valkey ÷ memory | req/s | ≥ 0.85× | 0.773× | 0.73 0.94 0.75 | **not met** |",
+		"| memory ÷ minproxy | req/s | ≥ 0.95× | 1.100× | 1.10 0.90 1.20 | met |",
+		"| Valkey 10k ÷ memory 10k | req/s | reported | 0.750× |  |  |",
+		"| memory ÷ nginx | half-load p99 added | ≤ 2.00× | 0.750× | 1.50 0.75 2.33 | met |",
+	} {
+		if !strings.Contains(md, row) {
+			t.Errorf("markdown lacks %q:\n%s", row, md)
+		}
+	}
+}
