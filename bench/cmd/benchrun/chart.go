@@ -1,9 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"image/color"
-	"os"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -98,14 +99,19 @@ func plainTicks(lo, hi float64) []plot.Tick {
 
 // writeChart renders rep's full-load medians as an SVG (the file at path):
 // req/s (higher is better) above proxy CPU-µs per request (lower is
-// better), each bar labelled with its ratio to nginx + limit_req.
+// better), each bar labelled with its ratio to nginx + limit_req (when the
+// run has one).
 // Errors: rep has no measured target, or writing the file failed.
 func writeChart(path string, rep throughputReport) error {
 	rps, cpu := chartPanels(rep)
 	if len(rps) == 0 {
 		return fmt.Errorf("charting %s: no target was measured", path)
 	}
-	top, err := barPlot("Full load: requests/s (median; × = ratio to nginx + limit_req)", "requests/s", rps, 0)
+	title := "Full load: requests/s (median)"
+	if slices.ContainsFunc(rps, func(b bar) bool { return b.ratio != nil }) {
+		title = "Full load: requests/s (median; × = ratio to nginx + limit_req)"
+	}
+	top, err := barPlot(title, "requests/s", rps, 0)
 	if err != nil {
 		return err
 	}
@@ -124,16 +130,12 @@ func writeChart(path string, rep throughputReport) error {
 	for i, row := range rows {
 		row[0].Draw(canvases[i][0])
 	}
-	f, err := os.Create(path)
-	if err != nil {
+	var out bytes.Buffer
+	if _, err := svg.WriteTo(&out); err != nil {
+		return fmt.Errorf("charting %s: %w", path, err)
+	}
+	if err := writeFile(path, out.Bytes()); err != nil {
 		return fmt.Errorf("writing chart: %w", err)
-	}
-	if _, err := svg.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("writing chart %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing chart %s: %w", path, err)
 	}
 	return nil
 }

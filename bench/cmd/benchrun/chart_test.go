@@ -77,19 +77,30 @@ func TestChart(t *testing.T) {
 	}
 }
 
-// TestRedraw rewrites a report's Markdown, chart and goals from its JSON
-// alone, as -redraw does.
+// TestRedraw recomputes a report's medians, ratios and marks from its runs
+// and rewrites its JSON, Markdown and chart, as -redraw does.
 func TestRedraw(t *testing.T) {
 	dir := t.TempDir()
-	rep := chartReport()
-	rep.Meta.Settings = map[string]string{"wrk": "-t1 -c32 -d5s", "half_wrk": "-t1 -c8 -d4s", "half_delay_ms": "1", "r": "3", "warmup": "1s", "max_bg_pct": "20"}
-	rep.Targets[1].ID, rep.Targets[3].ID = baselineID, "rlproxy_memory"
-	rep.Targets[1].Full, rep.Targets[3].Full = runs([]float64{37016}), runs([]float64{28100})
+	cpu := func(rps []float64, us ...float64) []sample {
+		s := runs(rps)
+		for i := range s {
+			s[i].ProxyCPUus = ptr(us[i])
+		}
+		return s
+	}
+	rep := throughputReport{
+		Meta: meta{Settings: map[string]string{"wrk": "-t1 -c32 -d5s", "half_wrk": "-t1 -c8 -d4s", "half_delay_ms": "1", "r": "3", "warmup": "1s", "max_bg_pct": "20"}},
+		Targets: []*targetResult{
+			{ID: baselineID, Name: "nginx + limit_req", Status: "ok", Full: cpu([]float64{36000, 37016, 38000}, 19, 19, 19)},
+			// stale medians: redraw must recompute them from the runs
+			{ID: "rlproxy_memory", Name: "rlproxy memory", Status: "ok", Full: cpu([]float64{28100, 27000, 29000}, 34.3, 35, 33), FullMedian: &sample{RPS: 1}},
+		},
+	}
 	b, err := json.Marshal(rep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "run.json")
+	path := filepath.Join(dir, "run.JSON")
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -103,36 +114,47 @@ func TestRedraw(t *testing.T) {
 	for _, want := range []string{
 		"`wrk -t1 -c32 -d5s --latency`, 3 interleaved rounds",
 		"`wrk -t1 -c8 -d4s --latency`, each connection pausing 1 ms",
-		"| rlproxy memory ÷ nginx + limit_req | req/s | ≥ 0.40× | 0.759× | 0.76 | met |",
+		"| rlproxy memory | 28100 | 0.76× |",
+		"| rlproxy memory ÷ nginx + limit_req | req/s | ≥ 0.40× | 0.759× | 0.78 0.73 0.76 | met |",
 	} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("run.md lacks %q:\n%s", want, md)
 		}
 	}
 	var back throughputReport
-	b, err = os.ReadFile(path)
-	if err != nil {
+	if b, err = os.ReadFile(filepath.Join(dir, "run.json")); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(b, &back); err != nil || len(back.Goals) != 1 || len(back.Targets) != 4 {
-		t.Fatalf("rewritten JSON: %d goals, %d targets, %v; want 1, 4", len(back.Goals), len(back.Targets), err)
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Goals) != len(issueGoals()) || back.Targets[1].FullMedian.RPS != 28100 {
+		t.Fatalf("rewritten JSON: %d goals, memory median %+v, %v; want %d, 28100", len(back.Goals), back.Targets[1].FullMedian, err, len(issueGoals()))
 	}
-	direct := filepath.Join(dir, "direct.svg")
-	if err := writeChart(direct, rep); err != nil {
-		t.Fatal(err)
-	}
-	a, _ := os.ReadFile(direct)
-	c, err := os.ReadFile(filepath.Join(dir, "run.svg"))
-	if err != nil || string(a) != string(c) {
-		t.Fatalf("redrawn chart differs from writeChart's (err %v)", err)
+	texts := svgTexts(t, filepath.Join(dir, "run.svg"))
+	for _, want := range []string{"28100  (0.76×)", "34.3  (1.81×)", "37016  (1.00×)"} {
+		if !slices.Contains(texts, want) {
+			t.Errorf("chart lacks label %q: %q", want, texts)
+		}
 	}
 
-	delete(rep.Meta.Settings, "r")
+	// Nothing measured: no chart, and an older one is removed.
+	for _, r := range rep.Targets {
+		r.Status, r.Full = "not built", nil
+	}
 	b, _ = json.Marshal(rep)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := redraw(path); err == nil {
-		t.Fatal("a report without its rounds setting: want an error")
+	if err := redraw(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run.svg")); !os.IsNotExist(err) {
+		t.Fatalf("a run that measured nothing left a chart (stat: %v)", err)
+	}
+
+	attack := filepath.Join(dir, "attack.json")
+	if err := os.WriteFile(attack, []byte(`{"meta":{"settings":{"clients":"50"}},"targets":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := redraw(attack); err == nil || !strings.Contains(err.Error(), "not a throughput report") {
+		t.Fatalf("attack report: got %v, want not a throughput report", err)
 	}
 }

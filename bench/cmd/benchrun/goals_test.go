@@ -38,17 +38,19 @@ func TestGoals(t *testing.T) {
 		num, den string
 		ratio    float64
 		rounds   []float64
-		met      string // "met", "not met" or "" (no bound)
+		met      string // "met", "not met" or "" (no verdict)
+		note     string
 	}
 	wants := []want{
-		{"rlproxy_memory", "minproxy", 1.1, []float64{1.1, 0.9, 1.2}, "met"},
-		// caddy: not measured, no goal
-		{"rlproxy_memory", baselineID, 110.0 / 300, []float64{110.0 / 300, 90.0 / 300, 120.0 / 300}, "not met"},
-		{"rlproxy_valkey", "rlproxy_memory", 85.0 / 110, []float64{80.0 / 110, 85.0 / 90, 90.0 / 120}, "not met"},
-		// one round missing on one side: no per-round ratios, no bound
-		{"rlproxy_valkey_keys", "rlproxy_memory_keys", 0.75, nil, ""},
+		{"rlproxy_memory", "minproxy", 1.1, []float64{1.1, 0.9, 1.2}, "met", ""},
+		{"rlproxy_memory", "caddy", 0, nil, "", "not measured"},
+		{"rlproxy_memory", baselineID, 110.0 / 300, []float64{110.0 / 300, 90.0 / 300, 120.0 / 300}, "not met", ""},
+		{"rlproxy_valkey", "rlproxy_memory", 85.0 / 110, []float64{80.0 / 110, 85.0 / 90, 90.0 / 120}, "not met", ""},
+		// memory 10k missed its last round: the shared rounds, no verdict
+		{"rlproxy_valkey_keys", "rlproxy_memory_keys", 0.75, []float64{0.7, 0.75}, "", "3 and 2 of 3 rounds (a target failed)"},
 		// half load: medians 150 and 200 µs added
-		{"rlproxy_memory", baselineID, 0.75, []float64{1.5, 0.75, 700.0 / 300}, "met"},
+		{"rlproxy_memory", baselineID, 0.75, []float64{1.5, 0.75, 700.0 / 300}, "met", ""},
+		{"rlproxy_valkey", baselineID, 0, nil, "", "not measured"},
 	}
 	if len(got) != len(wants) {
 		t.Fatalf("%d goals, want %d: %+v", len(got), len(wants), got)
@@ -59,12 +61,12 @@ func TestGoals(t *testing.T) {
 		if g.Met != nil {
 			met = map[bool]string{true: "met", false: "not met"}[*g.Met]
 		}
-		if g.Num != w.num || g.Den != w.den || math.Abs(g.Ratio-w.ratio) > 1e-9 || !near(g.PerRound, w.rounds) || met != w.met {
-			t.Errorf("goal %d = %s/%s %v %v %q, want %s/%s %v %v %q", i, g.Num, g.Den, g.Ratio, g.PerRound, met, w.num, w.den, w.ratio, w.rounds, w.met)
+		if g.Num != w.num || g.Den != w.den || math.Abs(g.Ratio-w.ratio) > 1e-9 || !near(g.PerRound, w.rounds) || met != w.met || g.Note != w.note {
+			t.Errorf("goal %d = %s/%s %v %v %q %q, want %s/%s %v %v %q %q", i, g.Num, g.Den, g.Ratio, g.PerRound, met, g.Note, w.num, w.den, w.ratio, w.rounds, w.met, w.note)
 		}
 	}
-	if got[4].Measure != "half-load p99 added" || got[0].Measure != "req/s" {
-		t.Errorf("measures %q, %q", got[0].Measure, got[4].Measure)
+	if got[5].Measure != "half-load p99 added" || got[0].Measure != "req/s" {
+		t.Errorf("measures %q, %q", got[0].Measure, got[5].Measure)
 	}
 
 	var b strings.Builder
@@ -73,11 +75,25 @@ func TestGoals(t *testing.T) {
 	for _, row := range []string{
 		"| Valkey ÷ memory | req/s | ≥ 0.85× | 0.773× | 0.73 0.94 0.75 | **not met** |",
 		"| memory ÷ minproxy | req/s | ≥ 0.95× | 1.100× | 1.10 0.90 1.20 | met |",
-		"| Valkey 10k ÷ memory 10k | req/s | reported | 0.750× |  |  |",
+		"| memory ÷ caddy | req/s | ≥ 1.10× | – |  | not measured |",
+		"| Valkey 10k ÷ memory 10k | req/s | reported | 0.750× | 0.70 0.75 | 3 and 2 of 3 rounds (a target failed) |",
 		"| memory ÷ nginx | half-load p99 added | ≤ 2.00× | 0.750× | 1.50 0.75 2.33 | met |",
 	} {
 		if !strings.Contains(md, row) {
 			t.Errorf("markdown lacks %q:\n%s", row, md)
 		}
+	}
+}
+
+// TestGoalsNoDivisor: p99 added over direct can be negative in a noisy
+// round; a ratio to it means nothing, so there is none (and no verdict).
+func TestGoalsNoDivisor(t *testing.T) {
+	results := []*targetResult{
+		{ID: baselineID, Full: runs([]float64{1, 1, 1}), Half: runs([]float64{1, 1, 1}, -20, -10, 5)},
+		{ID: "rlproxy_memory", Full: runs([]float64{1, 1, 1}), Half: runs([]float64{1, 1, 1}, 100, 100, 100)},
+	}
+	g := evalGoals(results, []goal{{num: "rlproxy_memory", den: baselineID, halfP99: true, atMost: 2}})[0]
+	if g.Met != nil || g.Ratio != 0 || g.PerRound != nil || g.Note != "no ratio: the divisor's median is -10" {
+		t.Fatalf("got %+v, want no ratio, no verdict", g)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -84,7 +85,7 @@ func parseFlags() options {
 	flag.Float64Var(&o.quietPct, "quiet-pct", 10, "before each run, wait until other processes use less than this % of all CPUs (0 = don't wait)")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 30*time.Second, "longest wait for quiet before a run; then it runs anyway")
 	flag.Float64Var(&o.maxBgPct, "max-bg-pct", 20, "repeat (up to 2 times) a run during which other processes used more than this % of all CPUs (0 = never)")
-	flag.StringVar(&o.redraw, "redraw", "", "measure nothing: rewrite the .md and .svg beside this latest.json (and its goals) from its runs, then exit")
+	flag.StringVar(&o.redraw, "redraw", "", "measure nothing: recompute the medians, ratios and marks of this latest.json from its runs and rewrite it with its .md and .svg, then exit")
 	flag.Parse()
 	return o
 }
@@ -206,24 +207,34 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 }
 
 // writeThroughput writes rep as name.md, name.json and name.svg (the chart)
-// into dir and returns the Markdown.
+// into dir and returns the Markdown. A run that measured nothing (every
+// target failed or not built) has no chart: an older one is removed rather
+// than left to mislead.
 func writeThroughput(dir, name string, rep throughputReport, plan throughputPlan) (string, error) {
 	md := throughputMarkdown(rep, plan)
 	if err := writeReport(dir, name, md, rep); err != nil {
 		return "", err
 	}
-	if err := writeChart(filepath.Join(dir, name+".svg"), rep); err != nil {
+	svg := filepath.Join(dir, name+".svg")
+	if rps, _ := chartPanels(rep); len(rps) == 0 {
+		if err := os.Remove(svg); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("removing old chart: %w", err)
+		}
+		return md, nil
+	}
+	if err := writeChart(svg, rep); err != nil {
 		return "", err
 	}
 	return md, nil
 }
 
-// redraw rewrites the report derived from the throughput report in the
-// JSON file at path (latest.json): its Markdown, chart and issue 7's marks
-// (the "goals" in the JSON), with the plan read from the report's
-// settings; the runs are kept as they are. A changed report needs no new
-// 15-minute run. Errors: reading or decoding path, settings that do not
-// parse, writing.
+// redraw rewrites everything the throughput report in the JSON file at
+// path (latest.json) derives from its runs: the medians and ratios, issue
+// 7's marks (the "goals"), the Markdown and the chart, beside path as
+// NAME.{json,md,svg}; the plan is read from the report's settings, the
+// runs are kept as they are. A changed report needs no new 15-minute run.
+// Errors: reading or decoding path, not a throughput report (no wrk
+// settings, e.g. attack.json), settings that do not parse, writing.
 func redraw(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -234,6 +245,9 @@ func redraw(path string) error {
 		return fmt.Errorf("reading report %s: %w", path, err)
 	}
 	set := rep.Meta.Settings
+	if set["wrk"] == "" {
+		return fmt.Errorf("reading report %s: not a throughput report (no wrk settings)", path)
+	}
 	delayMs, err1 := strconv.Atoi(set["half_delay_ms"])
 	reps, err2 := strconv.Atoi(set["r"])
 	warmup, err3 := time.ParseDuration(set["warmup"])
@@ -245,8 +259,13 @@ func redraw(path string) error {
 	if err != nil {
 		return fmt.Errorf("reading report %s: settings: %w", path, err)
 	}
+	for _, r := range rep.Targets {
+		r.FullMedian, r.HalfMedian, r.VsBaseline = medianSample(r.Full), medianSample(r.Half), nil
+	}
+	fillRatios(rep.Targets)
 	rep.Goals = evalGoals(rep.Targets, issueGoals())
-	_, err = writeThroughput(filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), ".json"), rep, plan)
+	base := filepath.Base(path)
+	_, err = writeThroughput(filepath.Dir(path), strings.TrimSuffix(base, filepath.Ext(base)), rep, plan)
 	return err
 }
 

@@ -61,13 +61,37 @@ func writeReport(dir, name, md string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encoding results: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+".json"), append(b, '\n'), 0o644); err != nil {
+	if err := writeFile(filepath.Join(dir, name+".json"), append(b, '\n')); err != nil {
 		return fmt.Errorf("writing results: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(md), 0o644); err != nil {
+	if err := writeFile(filepath.Join(dir, name+".md"), []byte(md)); err != nil {
 		return fmt.Errorf("writing results: %w", err)
 	}
 	return nil
+}
+
+// writeFile replaces the file at path with b through a temporary file and
+// a rename, so that a failed write (a full disk) leaves the old file whole:
+// it may hold a 15-minute measurement (-redraw rewrites its input).
+func writeFile(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
 }
 
 // num formats a figure with the given decimals, "–" for nil.
