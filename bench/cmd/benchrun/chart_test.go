@@ -157,4 +157,13 @@ func TestRedraw(t *testing.T) {
 	if err := redraw(attack); err == nil || !strings.Contains(err.Error(), "not a throughput report") {
 		t.Fatalf("attack report: got %v, want not a throughput report", err)
 	}
+
+	delete(rep.Meta.Settings, "r")
+	b, _ = json.Marshal(rep)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := redraw(path); err == nil || !strings.Contains(err.Error(), `meta.settings.r ""`) {
+		t.Fatalf("a report without its rounds setting: got %v, want an error naming meta.settings.r", err)
+	}
 }

@@ -246,23 +246,31 @@ func redraw(path string) error {
 	}
 	set := rep.Meta.Settings
 	if set["wrk"] == "" {
-		return fmt.Errorf("reading report %s: not a throughput report (no wrk settings)", path)
+		return fmt.Errorf("reading report %s: not a throughput report (no meta.settings.wrk)", path)
 	}
-	delayMs, err1 := strconv.Atoi(set["half_delay_ms"])
-	reps, err2 := strconv.Atoi(set["r"])
-	warmup, err3 := time.ParseDuration(set["warmup"])
-	maxBg, err4 := strconv.ParseFloat(set["max_bg_pct"], 64)
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
-		return fmt.Errorf("reading report %s: settings: %w", path, err)
+	// setting parses meta.settings[key], naming the key when it does not.
+	setting := func(key string, parse func(string) error) error {
+		if err := parse(set[key]); err != nil {
+			return fmt.Errorf("reading report %s: meta.settings.%s %q: %w", path, key, set[key], err)
+		}
+		return nil
+	}
+	var delayMs, reps int
+	var warmup time.Duration
+	var maxBg float64
+	if err := errors.Join(
+		setting("half_delay_ms", func(v string) (err error) { delayMs, err = strconv.Atoi(v); return err }),
+		setting("r", func(v string) (err error) { reps, err = strconv.Atoi(v); return err }),
+		setting("warmup", func(v string) (err error) { warmup, err = time.ParseDuration(v); return err }),
+		setting("max_bg_pct", func(v string) (err error) { maxBg, err = strconv.ParseFloat(v, 64); return err }),
+	); err != nil {
+		return err
 	}
 	plan, err := newPlan(set["wrk"], set["half_wrk"], delayMs, reps, warmup, maxBg)
 	if err != nil {
-		return fmt.Errorf("reading report %s: settings: %w", path, err)
+		return fmt.Errorf("reading report %s: meta.settings.wrk / half_wrk: %w", path, err)
 	}
-	for _, r := range rep.Targets {
-		r.FullMedian, r.HalfMedian, r.VsBaseline = medianSample(r.Full), medianSample(r.Half), nil
-	}
-	fillRatios(rep.Targets)
+	summarize(rep.Targets)
 	rep.Goals = evalGoals(rep.Targets, issueGoals())
 	base := filepath.Base(path)
 	_, err = writeThroughput(filepath.Dir(path), strings.TrimSuffix(base, filepath.Ext(base)), rep, plan)

@@ -248,12 +248,17 @@ func (b *bench) runThroughput(ctx context.Context, plan throughputPlan, targets 
 	}
 	pass(false)
 	pass(true)
+	summarize(results)
+	return results
+}
+
+// summarize sets every row's medians from its runs and its ratios to the
+// baseline (none when the baseline has no runs).
+func summarize(results []*targetResult) {
 	for _, r := range results {
-		r.FullMedian = medianSample(r.Full)
-		r.HalfMedian = medianSample(r.Half)
+		r.FullMedian, r.HalfMedian, r.VsBaseline = medianSample(r.Full), medianSample(r.Half), nil
 	}
 	fillRatios(results)
-	return results
 }
 
 // medianSample takes the median of each field separately; nil for no runs.
