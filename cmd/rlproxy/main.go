@@ -2,6 +2,7 @@
 //
 //	rlproxy -config FILE            serve (default config: configs/rlproxy.yaml)
 //	rlproxy validate -config FILE   check a file; exit 0, or FILE:LINE: messages and exit 1
+//	rlproxy schema                  print the config file's JSON Schema
 //	rlproxy compare [flags]         replay the brief's reference experiment
 //	rlproxy health -url URL         probe an admin endpoint (container healthchecks)
 //	rlproxy version                 print the version
@@ -27,8 +28,12 @@ func main() {
 
 // usage is printed for -h and for a command line rlproxy does not understand.
 const usage = `usage:
-  rlproxy [serve] -config FILE      serve (default configs/rlproxy.yaml)
-  rlproxy validate -config FILE     check a file: exit 0, or FILE:LINE: field: message lines and exit 1
+  rlproxy [serve] -config FILE [-listen ADDR] [-admin-listen ADDR]
+                                    serve (default configs/rlproxy.yaml); the flags, then
+                                    RLPROXY_LISTEN and RLPROXY_ADMIN_LISTEN, override the file
+  rlproxy validate -config FILE [-listen ADDR] [-admin-listen ADDR]
+                                    check a file: exit 0, or FILE:LINE: field: message lines and exit 1
+  rlproxy schema                    print the config file's JSON Schema (draft 2020-12)
   rlproxy compare [-store memory|valkey] [-valkey ADDR] [-race] [-memory]
   rlproxy health [-url URL]         exit 0 if URL (default http://127.0.0.1:9090/healthz) answers 200
   rlproxy version
@@ -45,6 +50,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return badArgs(stderr, "version takes no arguments")
 			}
 			fmt.Fprintf(stdout, "rlproxy %s (%s)\n", version, runtime.Version())
+			return 0
+		case "schema":
+			if len(args) > 1 {
+				return badArgs(stderr, "schema takes no arguments")
+			}
+			stdout.Write(config.Schema())
 			return 0
 		case "compare":
 			return cmdCompare(args[1:], stdout, stderr)
@@ -88,10 +99,12 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "configs/rlproxy.yaml", "configuration file to check")
+	lf := addListenFlags(fs)
 	if !parseFlags(fs, args, stderr) {
 		return 2
 	}
-	cfg, err := config.Load(*path)
+	ov := lf.overrides()
+	cfg, err := config.LoadWith(*path, ov)
 	if err != nil {
 		fmt.Fprintln(stderr, err) // config.Errors: one FILE:LINE: field: message per line
 		fmt.Fprintf(stderr, "rlproxy: configuration file %s test failed\n", *path)
@@ -100,6 +113,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(stderr, "%s (warning)\n", w)
 	}
+	printListeners(stderr, cfg, ov)
 	fmt.Fprintf(stdout, "rlproxy: configuration file %s test is successful\n", *path)
 	return 0
 }

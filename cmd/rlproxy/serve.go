@@ -17,10 +17,11 @@ func cmdServe(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "configs/rlproxy.yaml", "configuration file")
+	lf := addListenFlags(fs)
 	if !parseFlags(fs, args, stderr) {
 		return 2
 	}
-	app, err := server.New(*path, server.Options{Version: version, Log: stderr})
+	app, err := server.New(*path, server.Options{Version: version, Log: stderr, Overrides: lf.overrides()})
 	if err != nil {
 		fmt.Fprintf(stderr, "rlproxy: loading %s:\n%v\n", *path, err)
 		return 1

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -41,57 +42,117 @@ func algorithms() []algorithm {
 	}
 }
 
+// Whole-address prefix lengths: an ip key's default grouping (none).
+const (
+	ipv4Bits = 32
+	ipv6Bits = 128
+)
+
+// validNamePattern is validName as a JSON Schema pattern.
+const validNamePattern = `^[A-Za-z0-9_.-]+$`
+
 // policy decodes one entry of `policies:`.
 func (d *decoder) policy(e entry) *Policy {
 	path := join("policies", e.name)
-	p := &Policy{Name: e.name, Line: e.key.Line, Key: defaultKey()}
+	p := &Policy{Name: e.name, Line: e.key.Line}
 	if !validName(e.name) {
 		d.errorf(e.key, path, "policy name %q: use only letters, digits, '_', '-' and '.' (it appears in store keys and response headers)", e.name)
 	}
-	algoFields := []string{"rate", "burst", "nodelay", "delay", "limit", "window", "lease"}
-	o := d.object(e.val, path, e.key.Line, slices.Concat([]string{"algorithm", "key", "combine",
-		"ipv4_prefix", "ipv6_prefix", "on_store_error", "dry_run", "exempt", "fallback"}, algoFields)...)
-	if o.bad {
-		return p
-	}
+	d.decode(e.val, path, e.key.Line, d.policySection(p))
+	return p
+}
 
-	if k, ok := d.keySpec(o); ok {
-		p.Key = k
-	}
-	if n := o.get("on_store_error"); n != nil {
-		if s, ok := d.oneOf(n, o.field("on_store_error"), "allow", "deny"); ok && s == "deny" {
-			p.OnStoreError = FailClosed
+// policySection is one policy: the fields common to every algorithm
+// (decoded in table order: combine before key, on_store_error before
+// fallback), then the algorithm and its own fields (in the check: which
+// apply depends on the algorithm).
+func (d *decoder) policySection(p *Policy) *section {
+	k := &p.Key
+	key := value{listShape(stringShape(), true), func(n *yaml.Node, path string) {
+		if srcs, ok := d.sources(n, path, k.Combine); ok {
+			k.Sources = srcs
 		}
-	}
-	if n := o.get("dry_run"); n != nil {
-		p.DryRun, _ = d.boolean(n, o.field("dry_run"))
-	}
-	if n := o.get("exempt"); n != nil {
-		p.Exempt, _ = d.prefixes(n, o.field("exempt"))
-	}
-	if n := o.get("fallback"); n != nil {
-		if p.OnStoreError == FailClosed {
-			d.errorf(o.keys["fallback"], o.field("fallback"), "applies only while failing open; this policy has on_store_error: deny")
-		} else {
-			fo := d.object(n, o.field("fallback"), o.keys["fallback"].Line, "rate", "burst")
-			if l, ok := d.bucket(fo, "token_bucket", algo.Limit{Kind: algo.TokenBucket}); ok && d.limitValid(n, fo.path, l) {
-				p.Fallback = &l
+	}}
+	onError := value{enumShape("allow", "deny"), func(n *yaml.Node, path string) {
+		if s, ok := d.oneOf(n, path, "allow", "deny"); ok {
+			p.OnStoreError = map[string]FailMode{"allow": FailOpen, "deny": FailClosed}[s]
+		}
+	}}
+	return &section{
+		fields: slices.Concat([]field{
+			{name: "algorithm", value: checked(enumShape(algorithmNames()...)), need: "required",
+				doc: "leaky_bucket (nginx limit_req), token_bucket, fixed_window, sliding_log, sliding_window (counter) or concurrency (requests in flight)."},
+			{name: "combine", def: "false", value: d.boolVal(&k.Combine), doc: "true: all key sources together form the key; false: the first present one."},
+			{name: "key", def: "ip", value: key, doc: "Key sources, one or a list: ip, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM."},
+			{name: "ipv4_prefix", def: strconv.Itoa(ipv4Bits), value: d.intVal(&k.IPv4Prefix, 0, ipv4Bits), doc: "ip keys: IPv4 clients of one /N share a key."},
+			{name: "ipv6_prefix", def: strconv.Itoa(ipv6Bits), value: d.intVal(&k.IPv6Prefix, 0, ipv6Bits), doc: "ip keys: IPv6 clients of one /N share a key."},
+			{name: "on_store_error", def: "allow", value: onError, doc: "When the store cannot decide: allow (fail open, down to fallback) or deny (503)."},
+			{name: "dry_run", def: "false", value: d.boolVal(&p.DryRun), doc: "Would-be refusals pass and are counted (nginx limit_req_dry_run)."},
+			{name: "exempt", value: d.prefixesVal(&p.Exempt), doc: "Client addresses or CIDRs that pass uncounted."},
+			{name: "fallback", value: checked(objectShape(fallbackSection())), doc: "Per-instance token bucket applied while the store is down and the policy fails open; absent: allow all."},
+		}, d.algorithmFields()),
+		check: func(o object) {
+			if !o.bad {
+				d.fallback(o, p)
+				d.policyLimit(o, p)
 			}
-		}
+		},
+		extend: d.extendPolicy,
 	}
+}
 
+// algorithmFields are the fields only some algorithms take (their value
+// decoded by bucket or window).
+func (d *decoder) algorithmFields() []field {
+	return []field{
+		{name: "rate", value: checked(rateShape()), doc: "Buckets: N r/s, N r/m, N r/h or N r/d (exact: 30r/m is 30 per minute)."},
+		{name: "burst", value: checked(intShape(0, maxBurst)), doc: "leaky_bucket: excess requests allowed beyond the rate (default 0, as nginx); token_bucket: the capacity, at least 1, required."},
+		{name: "nodelay", def: "false", value: checked(schema{"type": "boolean"}), doc: "leaky_bucket: serve the burst at once instead of delaying the excess."},
+		{name: "delay", def: "0", value: checked(intShape(0, maxBurst)), doc: "leaky_bucket: the first N excess requests are not delayed (nginx delay=N); at most burst, not with nodelay."},
+		{name: "limit", value: checked(intShape(1, algo.MaxCount)), doc: "Windows: requests per window; concurrency: requests in flight."},
+		{name: "window", value: checked(durationShape(false)), doc: "Windows: the window, a whole number of milliseconds."},
+		{name: "lease", def: defaultLease.String(), value: checked(durationShape(false)), doc: "concurrency: a request's slot expires after this unless renewed (an instance that died frees its slots)."},
+	}
+}
+
+// fallbackSection is a policy's `fallback:` floor: a token bucket.
+func fallbackSection() *section {
+	return &section{fields: []field{
+		{name: "rate", need: "required", value: checked(rateShape()), doc: "Refill, N r/s (or r/m, r/h, r/d)."},
+		{name: "burst", need: "required", value: checked(intShape(1, maxBurst)), doc: "Capacity, requests."},
+	}}
+}
+
+// fallback decodes a policy's `fallback:` (after on_store_error).
+func (d *decoder) fallback(o object, p *Policy) {
+	n := o.get("fallback")
+	if n == nil {
+		return
+	}
+	if p.OnStoreError == FailClosed {
+		d.errorf(o.keys["fallback"], o.field("fallback"), "applies only while failing open; this policy has on_store_error: deny")
+		return
+	}
+	fo := d.object(n, o.field("fallback"), o.keys["fallback"].Line, fallbackSection().names()...)
+	if l, ok := d.bucket(fo, "token_bucket", algo.Limit{Kind: algo.TokenBucket}); ok && d.limitValid(n, fo.path, l) {
+		p.Fallback = &l
+	}
+}
+
+// policyLimit decodes the algorithm and its fields.
+func (d *decoder) policyLimit(o object, p *Policy) {
 	if !o.has("algorithm") {
 		d.errorf(o.missing(), o.field("algorithm"), "required; want %s", orList(algorithmNames()))
-		return p
+		return
 	}
 	name, ok := d.oneOf(o.get("algorithm"), o.field("algorithm"), algorithmNames()...)
 	if !ok {
-		return p
+		return
 	}
 	a := algorithms()[slices.Index(algorithmNames(), name)]
-	for _, f := range algoFields {
-		if o.has(f) && !slices.Contains(a.fields, f) {
-			d.errorf(o.keys[f], o.field(f), "field %q does not apply to algorithm %s (it takes %s)", f, a.name, strings.Join(a.fields, ", "))
+	for _, f := range d.algorithmFields() {
+		if o.has(f.name) && !slices.Contains(a.fields, f.name) {
+			d.errorf(o.keys[f.name], o.field(f.name), "field %q does not apply to algorithm %s (it takes %s)", f.name, a.name, strings.Join(a.fields, ", "))
 		}
 	}
 	var l algo.Limit
@@ -99,14 +160,46 @@ func (d *decoder) policy(e entry) *Policy {
 	case algo.LeakyBucket, algo.TokenBucket:
 		l, ok = d.bucket(o, a.name, algo.Limit{Kind: a.kind})
 	case algo.Concurrency:
-		l, ok = d.window(o, a, "lease", defaultLease)
+		l, ok = d.window(o, a, "lease", defaultLease.Milliseconds())
 	default:
 		l, ok = d.window(o, a, "window", 0)
 	}
-	if ok && d.limitValid(o.get("algorithm"), path, l) {
+	if ok && d.limitValid(o.get("algorithm"), o.path, l) {
 		p.Limit = l
 	}
-	return p
+}
+
+// required lists the fields algorithm a cannot do without (bucket and
+// window report their absence).
+func (a algorithm) required() []any {
+	switch a.kind {
+	case algo.LeakyBucket:
+		return []any{"rate"}
+	case algo.TokenBucket:
+		return []any{"rate", "burst"}
+	case algo.Concurrency:
+		return []any{"limit"}
+	}
+	return []any{"limit", "window"}
+}
+
+// extendPolicy adds to the policy schema each algorithm's rule: the
+// fields it requires, and none of the algorithm fields it does not take.
+func (d *decoder) extendPolicy(s schema) {
+	var rules []any
+	for _, a := range algorithms() {
+		banned := schema{}
+		for _, f := range d.algorithmFields() {
+			if !slices.Contains(a.fields, f.name) {
+				banned[f.name] = false
+			}
+		}
+		rules = append(rules, schema{
+			"if":   schema{"properties": schema{"algorithm": schema{"const": a.name}}, "required": []any{"algorithm"}},
+			"then": schema{"properties": banned, "required": a.required()},
+		})
+	}
+	s["allOf"] = rules
 }
 
 // algorithmNames lists the `algorithm:` values.
@@ -116,11 +209,6 @@ func algorithmNames() []string {
 		names = append(names, a.name)
 	}
 	return names
-}
-
-// defaultKey is a policy's key when `key:` is absent: the client IP, whole.
-func defaultKey() KeySpec {
-	return KeySpec{Sources: []Source{{Kind: SourceIP}}, IPv4Prefix: 32, IPv6Prefix: 128}
 }
 
 // bucket decodes rate/burst (and for the leaky bucket nodelay/delay) of o
@@ -213,10 +301,10 @@ func (d *decoder) rate(n *yaml.Node, path string) (count, period int64, ok bool)
 	return 0, 0, false
 }
 
-// defaultLease is a concurrency lease's TTL when `lease:` is absent (ms): a
+// defaultLease is a concurrency lease's TTL when `lease:` is absent: a
 // request still running after it is renewed, one whose instance died frees
 // its slot after it.
-const defaultLease = 30_000
+const defaultLease = 30 * time.Second
 
 // window decodes limit plus a period field (window, or lease for
 // concurrency; defPeriod ms when absent, 0 = required) into a limit of
@@ -255,35 +343,6 @@ func (d *decoder) limitValid(n *yaml.Node, path string, l algo.Limit) bool {
 		return false
 	}
 	return true
-}
-
-// keySpec decodes key, combine, ipv4_prefix and ipv6_prefix of a policy.
-func (d *decoder) keySpec(o object) (KeySpec, bool) {
-	k, ok := defaultKey(), true
-	if n := o.get("combine"); n != nil {
-		k.Combine, ok = d.boolean(n, o.field("combine"))
-	}
-	if n := o.get("key"); n != nil {
-		srcs, good := d.sources(n, o.field("key"), k.Combine)
-		if good {
-			k.Sources = srcs
-		}
-		ok = ok && good
-	}
-	for _, f := range []struct {
-		name string
-		bits int64
-		dst  *int
-	}{{"ipv4_prefix", 32, &k.IPv4Prefix}, {"ipv6_prefix", 128, &k.IPv6Prefix}} {
-		if n := o.get(f.name); n != nil {
-			v, good := d.integer(n, o.field(f.name), 0, f.bits)
-			if good {
-				*f.dst = int(v)
-			}
-			ok = ok && good
-		}
-	}
-	return k, ok
 }
 
 // sources decodes a key: one source or a list. Without combine the first

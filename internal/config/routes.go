@@ -34,51 +34,76 @@ func (l *loader) routes(top object) {
 
 // route decodes one route.
 func (l *loader) route(path string, n *yaml.Node, seen map[string]int) *Route {
-	r := &Route{Cost: 1}
-	o := l.object(n, path, n.Line, "name", "match", "upstream", "policies", "plan", "cost")
-	if o.bad {
-		return r
-	}
-	if n := o.get("name"); n == nil {
-		l.errorf(o.missing(), o.field("name"), "required: names the route in metrics and logs")
-	} else if s, ok := l.str(n, o.field("name")); ok && s == "" {
-		l.errorf(n, o.field("name"), "must not be empty")
-	} else if line, dup := seen[s]; ok && dup {
-		l.errorf(n, o.field("name"), "%q: duplicate route name (first at line %d)", s, line)
-	} else if ok {
-		r.Name, seen[s] = s, n.Line
-	}
-	l.match(l.object(o.get("match"), o.field("match"), keyLine(o, "match"), "host", "path", "path_prefix", "path_regex", "methods"), &r.Match)
-
-	if n := o.get("upstream"); n == nil {
-		l.errorf(o.missing(), o.field("upstream"), "required: one of upstreams")
-	} else if s, ok := l.str(n, o.field("upstream")); ok && l.ref(n, o.field("upstream"), "upstream", s, slices.Sorted(maps.Keys(l.c.Upstreams))) {
-		r.Upstream = s
-	}
-	if n := o.get("policies"); n != nil {
-		r.Policies, _ = l.policyList(n, o.field("policies"))
-	}
-	var planPolicies []string // every policy any plan of r.Plan may check
-	if n := o.get("plan"); n != nil {
-		if s, ok := l.str(n, o.field("plan")); ok && l.ref(n, o.field("plan"), "plan", s, slices.Sorted(maps.Keys(l.c.Plans))) {
-			r.Plan = s
-			for _, name := range slices.Sorted(maps.Keys(l.c.Plans[s].Plans)) {
-				planPolicies = append(planPolicies, l.c.Plans[s].Plans[name]...)
-			}
-			for _, p := range r.Policies {
-				if slices.Contains(planPolicies, p) {
-					l.errorf(n, o.field("plan"), "plan %q also checks policy %q, which the route lists: it would be charged twice", s, p)
-				}
-			}
-		}
-	}
-	if n := o.get("cost"); n != nil {
-		if c, ok := l.integer(n, o.field("cost"), 1, algo.MaxCount); ok {
-			r.Cost = c
-			l.checkCost(n, o.field("cost"), c, slices.Concat(r.Policies, planPolicies))
-		}
-	}
+	r := &Route{}
+	l.decode(n, path, n.Line, l.routeSection(r, seen))
 	return r
+}
+
+// routeSection is one route. Fields decode in table order: the plan after
+// the policies (a policy in both would be charged twice), the cost after
+// both (checked against their quotas).
+func (l *loader) routeSection(r *Route, seen map[string]int) *section {
+	var planPolicies []string // every policy any plan of r.Plan may check
+	name := value{stringShape(), func(n *yaml.Node, p string) {
+		if s, ok := l.str(n, p); ok && s == "" {
+			l.errorf(n, p, "must not be empty")
+		} else if ok && s == noRoute {
+			l.errorf(n, p, "%q is reserved for requests that match no route", s)
+		} else if line, dup := seen[s]; ok && dup {
+			l.errorf(n, p, "%q: duplicate route name (first at line %d)", s, line)
+		} else if ok {
+			r.Name, seen[s] = s, n.Line
+		}
+	}}
+	upstream := value{stringShape(), func(n *yaml.Node, p string) {
+		if s, ok := l.str(n, p); ok && l.ref(n, p, "upstream", s, slices.Sorted(maps.Keys(l.c.Upstreams))) {
+			r.Upstream = s
+		}
+	}}
+	policies := value{listShape(stringShape(), false), func(n *yaml.Node, p string) {
+		r.Policies, _ = l.policyList(n, p)
+	}}
+	plan := value{stringShape(), func(n *yaml.Node, p string) { planPolicies = l.routePlan(n, p, r) }}
+	cost := value{intShape(1, algo.MaxCount), func(n *yaml.Node, p string) {
+		if c, ok := l.integer(n, p, 1, algo.MaxCount); ok {
+			r.Cost = c
+			l.checkCost(n, p, c, slices.Concat(r.Policies, planPolicies))
+		}
+	}}
+	return &section{fields: []field{
+		{name: "name", need: "required: names the route in metrics and logs", value: name,
+			doc: "Names the route in metrics and logs; unique; \"" + noRoute + "\" is reserved."},
+		{name: "match", sub: l.matchSection(&r.Match), doc: "Which requests the route takes; every field set must match; empty matches every request."},
+		{name: "upstream", need: "required: one of upstreams", needed: func() bool { return l.c.Listen != "" }, value: upstream,
+			doc: "Name of the upstream requests go to; not needed without a public listener (listen: \"\")."},
+		{name: "policies", value: policies, doc: "Names of the policies checked, all of them: a refused request is charged by none."},
+		{name: "plan", value: plan, doc: "Name of a plans entry: the credential's plan adds its policies."},
+		{name: "cost", def: "1", value: cost, doc: "Requests charged per request, at most every policy's quota."},
+	}}
+}
+
+// noRoute names requests that match no route (a decision service answers
+// for them too); no route may take it.
+const noRoute = "-"
+
+// routePlan decodes a route's plan and returns every policy its plans may
+// check.
+func (l *loader) routePlan(n *yaml.Node, path string, r *Route) []string {
+	s, ok := l.str(n, path)
+	if !ok || !l.ref(n, path, "plan", s, slices.Sorted(maps.Keys(l.c.Plans))) {
+		return nil
+	}
+	r.Plan = s
+	var planPolicies []string
+	for _, name := range slices.Sorted(maps.Keys(l.c.Plans[s].Plans)) {
+		planPolicies = append(planPolicies, l.c.Plans[s].Plans[name]...)
+	}
+	for _, p := range r.Policies {
+		if slices.Contains(planPolicies, p) {
+			l.errorf(n, path, "plan %q also checks policy %q, which the route lists: it would be charged twice", s, p)
+		}
+	}
+	return planPolicies
 }
 
 // checkCost refuses a cost larger than a policy's quota (q: requests
@@ -132,105 +157,127 @@ func (l *loader) ref(n *yaml.Node, path, kind, name string, defined []string) bo
 	return false
 }
 
-// match decodes a route's `match:`; an empty match matches every request.
-func (l *loader) match(o object, m *Match) {
-	if n := o.get("host"); n != nil {
-		s, ok := l.str(n, o.field("host"))
+// matchSection is a route's `match:`; an empty match matches every request.
+func (l *loader) matchSection(m *Match) *section {
+	host := value{stringShape(), func(n *yaml.Node, path string) {
+		s, ok := l.str(n, path)
 		if _, _, err := net.SplitHostPort(s); ok && err == nil {
-			l.errorf(n, o.field("host"), "%q: want a host name without port (the request's port is ignored)", s)
+			l.errorf(n, path, "%q: want a host name without port (the request's port is ignored)", s)
 		} else if ok {
 			m.Host = strings.ToLower(s)
 		}
-	}
-	for _, f := range []struct {
-		name string
-		dst  *string
-	}{{"path", &m.Path}, {"path_prefix", &m.PathPrefix}} {
-		if n := o.get(f.name); n != nil {
-			if s, ok := l.str(n, o.field(f.name)); ok && !strings.HasPrefix(s, "/") {
-				l.errorf(n, o.field(f.name), "%q: must start with /", s)
+	}}
+	urlPath := func(dst *string) value {
+		return value{pathShape(), func(n *yaml.Node, path string) {
+			if s, ok := l.str(n, path); ok && !strings.HasPrefix(s, "/") {
+				l.errorf(n, path, "%q: must start with /", s)
 			} else if ok {
-				*f.dst = s
+				*dst = s
 			}
-		}
+		}}
 	}
-	if n := o.get("path_regex"); n != nil {
-		if s, ok := l.str(n, o.field("path_regex")); ok {
+	regex := value{stringShape(), func(n *yaml.Node, path string) {
+		if s, ok := l.str(n, path); ok {
 			re, err := regexp.Compile(s)
 			if err != nil {
-				l.errorf(n, o.field("path_regex"), "%q: %v", s, err)
+				l.errorf(n, path, "%q: %v", s, err)
 			}
 			m.PathRegex = re
 		}
+	}}
+	return &section{fields: []field{
+		{name: "host", value: host, doc: "Host, exact and case-insensitive, without port (the request's port is ignored)."},
+		{name: "path", value: urlPath(&m.Path), doc: "Path, exact."},
+		{name: "path_prefix", value: urlPath(&m.PathPrefix), doc: "Path prefix."},
+		{name: "path_regex", value: regex, doc: "Go (RE2) regular expression the path must match."},
+		{name: "methods", value: value{listShape(stringShape(), true), func(n *yaml.Node, path string) { l.methods(n, path, m) }},
+			doc: "HTTP methods, any case; empty: any."},
+	}}
+}
+
+// methods decodes a match's methods: tokens, none twice.
+func (l *loader) methods(n *yaml.Node, path string, m *Match) {
+	items, methods, ok := l.strings(n, path, true)
+	for i, s := range methods {
+		s = strings.ToUpper(s)
+		switch {
+		case !isToken(s):
+			l.errorf(items[i], index(path, i), "%q: want an HTTP method such as GET or POST", methods[i])
+			ok = false
+		case slices.Contains(m.Methods, s):
+			l.errorf(items[i], index(path, i), "%q: listed twice", methods[i])
+			ok = false
+		}
+		m.Methods = append(m.Methods, s)
 	}
-	if n := o.get("methods"); n != nil {
-		items, methods, ok := l.strings(n, o.field("methods"), true)
-		for i, s := range methods {
-			s = strings.ToUpper(s)
-			switch {
-			case !isToken(s):
-				l.errorf(items[i], index(o.field("methods"), i), "%q: want an HTTP method such as GET or POST", methods[i])
-				ok = false
-			case slices.Contains(m.Methods, s):
-				l.errorf(items[i], index(o.field("methods"), i), "%q: listed twice", methods[i])
-				ok = false
-			}
-			m.Methods = append(m.Methods, s)
-		}
-		if !ok {
-			m.Methods = nil
-		}
+	if !ok {
+		m.Methods = nil
 	}
 }
 
 // plans decodes one entry of `plans:`.
 func (l *loader) plans(e entry) *Plans {
-	path := join("plans", e.name)
-	p := &Plans{Name: e.name, Key: defaultKey(), Keys: map[string]string{}, Plans: map[string][]string{}}
-	o := l.object(e.val, path, e.key.Line, "key", "keys", "keys_file", "default", "plans")
-	if o.bad {
-		return p
-	}
-	if n := o.get("key"); n == nil {
-		l.errorf(o.missing(), o.field("key"), "required: where the credential comes from, e.g. header:X-API-Key")
-	} else if srcs, ok := l.sources(n, o.field("key"), false); ok {
-		p.Key.Sources = srcs
-	}
-	var names []string
-	for _, pe := range l.entries(o.get("plans"), o.field("plans")) {
-		names = append(names, pe.name)
-		p.Plans[pe.name], _ = l.policyList(pe.val, join(o.field("plans"), pe.name))
-	}
-	if len(names) == 0 {
-		l.errorf(o.missing(), o.field("plans"), "required: plan name → list of policies")
-	}
-	if n := o.get("default"); n == nil {
-		l.errorf(o.missing(), o.field("default"), "required: the plan of unknown or missing credentials")
-	} else if s, ok := l.str(n, o.field("default")); ok && l.ref(n, o.field("default"), "plan", s, names) {
-		p.Default = s
-	}
-	seen := map[string]string{} // credential → "FILE:LINE" of its first mention
-	if n := o.get("keys"); n != nil {
-		credentials(l.decoder, n, o.field("keys"), p, names, seen)
-	}
-	if n := o.get("keys_file"); n != nil {
-		f, ok := l.filePath(n, o.field("keys_file"), l.dir)
-		if !ok {
-			return p
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			l.errorf(n, o.field("keys_file"), "%q: %v", n.Value, unwrapPathError(err))
-			return p
-		}
-		l.hash(data)
-		p.KeysFile = f
-		kd := &decoder{file: f, errs: l.errs}
-		if root, ok := kd.document(data); ok {
-			credentials(kd, root, "", p, names, seen)
-		}
-	}
+	p := &Plans{Name: e.name, Key: KeySpec{IPv4Prefix: ipv4Bits, IPv6Prefix: ipv6Bits}, Keys: map[string]string{}, Plans: map[string][]string{}}
+	l.decode(e.val, join("plans", e.name), e.key.Line, l.plansSection(p, e.key.Line))
 	return p
+}
+
+// plansSection is one entry of `plans:` defined at line. Fields decode in
+// table order: the plans before the default and the credentials that name
+// them.
+func (l *loader) plansSection(p *Plans, line int) *section {
+	var names []string          // the plans defined
+	seen := map[string]string{} // credential → "FILE:LINE" of its first mention
+	const needPlans = "required: plan name → list of policies"
+	key := value{listShape(stringShape(), true), func(n *yaml.Node, path string) {
+		if srcs, ok := l.sources(n, path, false); ok {
+			p.Key.Sources = srcs
+		}
+	}}
+	plans := value{namedShape(listShape(stringShape(), false), ""), func(n *yaml.Node, path string) {
+		for _, pe := range l.entries(n, path) {
+			names = append(names, pe.name)
+			p.Plans[pe.name], _ = l.policyList(pe.val, join(path, pe.name))
+		}
+		if len(names) == 0 {
+			l.errorf(&yaml.Node{Line: line}, path, needPlans)
+		}
+	}}
+	def := value{stringShape(), func(n *yaml.Node, path string) {
+		if s, ok := l.str(n, path); ok && l.ref(n, path, "plan", s, names) {
+			p.Default = s
+		}
+	}}
+	keys := value{namedShape(stringShape(), ""), func(n *yaml.Node, path string) { credentials(l.decoder, n, path, p, names, seen) }}
+	keysFile := value{stringShape(), func(n *yaml.Node, path string) { l.keysFile(n, path, p, names, seen) }}
+	return &section{fields: []field{
+		{name: "key", need: "required: where the credential comes from, e.g. header:X-API-Key", value: key,
+			doc: "Where the credential comes from, e.g. header:X-API-Key (key sources as a policy's)."},
+		{name: "plans", need: needPlans, value: plans, doc: "Plan name → the policies it checks."},
+		{name: "default", need: "required: the plan of unknown or missing credentials", value: def,
+			doc: "The plan of unknown or missing credentials."},
+		{name: "keys", value: keys, doc: "Credential → plan name, inline."},
+		{name: "keys_file", value: keysFile, doc: "YAML file of credential: plan lines (relative to this file), merged with keys; reloaded with the config."},
+	}}
+}
+
+// keysFile reads a plans keys_file into p.Keys.
+func (l *loader) keysFile(n *yaml.Node, path string, p *Plans, names []string, seen map[string]string) {
+	f, ok := l.filePath(n, path, l.dir)
+	if !ok {
+		return
+	}
+	data, err := os.ReadFile(f)
+	if err != nil {
+		l.errorf(n, path, "%q: %v", n.Value, unwrapPathError(err))
+		return
+	}
+	l.hash(data)
+	p.KeysFile = f
+	kd := &decoder{file: f, errs: l.errs}
+	if root, ok := kd.document(data); ok {
+		credentials(kd, root, "", p, names, seen)
+	}
 }
 
 // credentials adds a mapping credential → plan name (inline `keys:` or a

@@ -46,6 +46,12 @@ func NewRuntime(cfg *config.Config, limiter *policy.Limiter, m *metrics.Metrics,
 	// upstream errors are counted per route.
 	for _, route := range limiter.Routes() {
 		u := cfg.Upstreams[route.Upstream]
+		if u == nil {
+			// No upstream (decision-service mode, listen: ""): nothing
+			// public serves the route; Handler answers it as no route.
+			rt.upstreams[route.Name] = &upstream{plain: noUpstream{}, limited: noUpstream{}}
+			continue
+		}
 		if u.Builtin == "echo" {
 			rt.upstreams[route.Name] = &upstream{plain: echoHandler{ri}, limited: echoHandler{ri}}
 			continue
@@ -76,6 +82,14 @@ func (rt *Runtime) Close() {
 	if rt.quota != nil {
 		_ = rt.quota.local.Close()
 	}
+}
+
+// noUpstream serves a route that has no upstream: 404 problem+json, as
+// when no route matches.
+type noUpstream struct{}
+
+func (noUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, r, problemNoRoute, nil, nil)
 }
 
 // upstream is one named upstream's handlers: limited routes use a reverse

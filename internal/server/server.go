@@ -47,6 +47,9 @@ type Options struct {
 	Log io.Writer
 	// Debounce is the reload watcher's quiet time (0 = reload.DefaultDebounce).
 	Debounce time.Duration
+	// Overrides replace the file's listeners (flags, environment) at start
+	// and on every reload.
+	Overrides config.Overrides
 }
 
 // App is one serving rlproxy process. Build it with New, then Start (or
@@ -82,7 +85,7 @@ type App struct {
 // listeners. Errors: the file's problems (*config.Errors, one FILE:LINE:
 // field: message per line) or a store that cannot be built.
 func New(path string, opts Options) (*App, error) {
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadWith(path, opts.Overrides)
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +132,21 @@ func (a *App) Config() *config.Config {
 	return a.cfg
 }
 
-// Addr is the public listener's address once Start has returned.
-func (a *App) Addr() string { return a.ln.Addr().String() }
+// Addr is the public listener's address once Start has returned, or ""
+// when there is none (listen: "").
+func (a *App) Addr() string {
+	if a.ln == nil {
+		return ""
+	}
+	return a.ln.Addr().String()
+}
+
+// closeListener closes the public listener when Start fails after opening it.
+func (a *App) closeListener() {
+	if a.ln != nil {
+		a.ln.Close()
+	}
+}
 
 // AdminAddr is the admin listener's address, or "" when disabled.
 func (a *App) AdminAddr() string {
@@ -152,6 +168,45 @@ func (a *App) Start() error {
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 	}
+	// listen: "" is decision-service mode: no public listener.
+	if cfg.Listen != "" {
+		if err := a.listen(cfg); err != nil {
+			return err
+		}
+	}
+	if cfg.AdminListen != "" {
+		opts := []admin.Option{admin.WithLogger(a.log)}
+		// RLPROXY_PPROF=1 adds /debug/pprof/ to the admin listener
+		// (README.md, "Configuration reference"): opt-in, because profiles expose internals.
+		if os.Getenv("RLPROXY_PPROF") == "1" {
+			opts = append(opts, admin.WithPprof())
+		}
+		a.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil }, opts...)
+		if err := a.adm.Start(); err != nil {
+			a.closeListener()
+			return fmt.Errorf("starting admin listener: %w", err)
+		}
+	}
+	w, err := reload.New(reload.Options{Path: a.path, Extra: a.extraFiles, Debounce: a.opts.Debounce, Reload: a.Reload, Logger: a.log})
+	if err != nil {
+		a.closeListener()
+		return err
+	}
+	a.watcher = w
+	ctx, stop := context.WithCancel(context.Background())
+	a.stop = stop
+	go w.Run(ctx)
+	a.served = make(chan error, 1)
+	if a.ln != nil {
+		go func() { a.served <- a.hs.Serve(a.ln) }()
+	}
+	a.log.Info("rlproxy serving", "listen", a.Addr(), "admin", a.AdminAddr(), "store", cfg.Store.Type,
+		"routes", len(cfg.Routes), "policies", len(cfg.Policies), "version", a.opts.Version)
+	return nil
+}
+
+// listen opens the public listener, over TLS when configured.
+func (a *App) listen(cfg *config.Config) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
@@ -168,32 +223,6 @@ func (a *App) Start() error {
 		})
 	}
 	a.ln = ln
-	if cfg.AdminListen != "" {
-		opts := []admin.Option{admin.WithLogger(a.log)}
-		// RLPROXY_PPROF=1 adds /debug/pprof/ to the admin listener
-		// (README.md, "Configuration reference"): opt-in, because profiles expose internals.
-		if os.Getenv("RLPROXY_PPROF") == "1" {
-			opts = append(opts, admin.WithPprof())
-		}
-		a.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil }, opts...)
-		if err := a.adm.Start(); err != nil {
-			ln.Close()
-			return fmt.Errorf("starting admin listener: %w", err)
-		}
-	}
-	w, err := reload.New(reload.Options{Path: a.path, Extra: a.extraFiles, Debounce: a.opts.Debounce, Reload: a.Reload, Logger: a.log})
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	a.watcher = w
-	ctx, stop := context.WithCancel(context.Background())
-	a.stop = stop
-	go w.Run(ctx)
-	a.served = make(chan error, 1)
-	go func() { a.served <- a.hs.Serve(ln) }()
-	a.log.Info("rlproxy serving", "listen", a.Addr(), "admin", a.AdminAddr(), "store", cfg.Store.Type,
-		"routes", len(cfg.Routes), "policies", len(cfg.Policies), "version", a.opts.Version)
 	return nil
 }
 
@@ -351,7 +380,7 @@ func (a *App) Reload(reason string) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	now := time.Now()
-	cfg, err := config.Load(a.path)
+	cfg, err := config.LoadWith(a.path, a.opts.Overrides)
 	if err != nil {
 		a.refuse(reason, now, err)
 		return

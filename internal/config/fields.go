@@ -1,0 +1,116 @@
+package config
+
+import (
+	"gopkg.in/yaml.v3"
+)
+
+// field describes one field of a YAML mapping. It is the one place the
+// field's name, default, shape and meaning are written: the known-fields
+// list, the decoding, the defaults and the JSON Schema all come from it.
+type field struct {
+	name string
+	// doc says what the field does, with units; it is the schema's description.
+	doc string
+	// def is the default as YAML text ("" = none). It is decoded with set
+	// before the file's value, so the default and a written value go
+	// through the same checks, and it is the schema's default.
+	def string
+	// need, when set, makes the field required: the message for its absence.
+	need string
+	// needed, when set, makes need conditional: the field is required
+	// only while it returns true.
+	needed func() bool
+	// value is the shape and decoding of the field's value.
+	value
+	// sub is the table of a nested mapping, decoded even when absent (so
+	// its defaults apply) unless it is optional.
+	sub *section
+}
+
+// value is how one field's value is checked: its JSON Schema and its
+// decoder.
+type value struct {
+	// shape is the JSON Schema of the value (a nested section's is derived).
+	shape schema
+	// set decodes a present value; nil when the section's check reads the
+	// field itself (rules that span fields).
+	set func(n *yaml.Node, path string)
+}
+
+// section is the table of one mapping's fields.
+type section struct {
+	fields []field
+	// optional sections are off when absent: not decoded, no defaults.
+	optional bool
+	// pre runs before the fields are decoded, for rules across fields
+	// that fields later in the table depend on.
+	pre func(o object)
+	// check runs after the fields are decoded (even when the mapping was
+	// not one: it decides what still applies) for rules across fields.
+	check func(o object)
+	// extend adds to the section's JSON Schema what the field table cannot
+	// say (rules across fields); nil = nothing.
+	extend func(s schema)
+}
+
+// names lists the section's field names: its known fields.
+func (s *section) names() []string {
+	names := make([]string, len(s.fields))
+	for i, f := range s.fields {
+		names[i] = f.name
+	}
+	return names
+}
+
+// decode checks n against s's fields, runs s.pre, applies the fields'
+// defaults, decodes the present ones in table order and runs s.check. line is where a missing
+// field is reported.
+func (d *decoder) decode(n *yaml.Node, path string, line int, s *section) object {
+	o := d.object(n, path, line, s.names()...)
+	if s.pre != nil {
+		s.pre(o)
+	}
+	for _, f := range s.fields {
+		v := o.get(f.name)
+		switch {
+		case f.sub != nil:
+			if v != nil || !f.sub.optional {
+				d.decode(v, o.field(f.name), keyLine(o, f.name), f.sub)
+			}
+			continue
+		case f.set == nil:
+			continue
+		}
+		if f.def != "" {
+			f.set(defaultNode(f.def), o.field(f.name))
+		}
+		if v != nil {
+			f.set(v, o.field(f.name))
+		} else if f.need != "" && !o.bad && (f.needed == nil || f.needed()) {
+			d.errorf(o.missing(), o.field(f.name), "%s", f.need)
+		}
+	}
+	if s.check != nil {
+		s.check(o)
+	}
+	return o
+}
+
+// defaultNode parses a field's default. Defaults are written in this
+// package and valid (TestDefaultsDecode), so a failure is a programming
+// error.
+func defaultNode(def string) *yaml.Node {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(def), &doc); err != nil || len(doc.Content) == 0 {
+		panic("config: bad default " + def)
+	}
+	return doc.Content[0]
+}
+
+// keyLine is the line of field name's key in o, or o's own line when absent.
+func keyLine(o object, name string) int {
+	if k := o.keys[name]; k != nil {
+		return k.Line
+	}
+	return o.line
+}
