@@ -35,6 +35,11 @@ echo "== go test -race"
 # -p 1: packages run one at a time; several start real servers and some
 # measure real time (kept >= 100 ms from decision boundaries).
 go test -race -p 1 -count=1 -timeout 15m ./...
+# Modules of their own (their test dependencies stay out of the product's go.mod).
+for mod in internal/config/schematest; do
+  echo "== go vet, go test -race ($mod)"
+  (cd "$mod" && go vet ./... && go test -race -count=1 ./...)
+done
 echo "== fuzz (${FUZZTIME:=20s} each)"
 go test -run '^$' -fuzz '^FuzzClientIP$' -fuzztime "$FUZZTIME" ./internal/realip
 go test -run '^$' -fuzz '^FuzzKey$' -fuzztime "$FUZZTIME" ./internal/clientkey

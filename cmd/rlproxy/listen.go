@@ -14,8 +14,6 @@ import (
 type listenFlags struct {
 	fs                  *flag.FlagSet
 	listen, adminListen *string
-	// getenv reads the environment (os.Getenv; a test's map in tests).
-	getenv func(string) string
 }
 
 // Environment variables that override the file's listeners (README.md,
@@ -31,7 +29,6 @@ func addListenFlags(fs *flag.FlagSet) *listenFlags {
 		fs:          fs,
 		listen:      fs.String("listen", "", `public listener HOST:PORT, "" for none (over `+envListen+` and the file's listen)`),
 		adminListen: fs.String("admin-listen", "", `admin listener HOST:PORT, "" for none (over `+envAdminListen+` and the file's admin_listen)`),
-		getenv:      os.Getenv,
 	}
 }
 
@@ -45,7 +42,7 @@ func (f *listenFlags) overrides() config.Overrides {
 		if given[name] {
 			return &config.Override{Value: *v, Source: "flag -" + name}
 		}
-		if e := f.getenv(env); e != "" {
+		if e := os.Getenv(env); e != "" {
 			return &config.Override{Value: e, Source: "environment " + env}
 		}
 		return nil

@@ -11,23 +11,19 @@ import (
 // schema is one JSON Schema (draft 2020-12) object.
 type schema = map[string]any
 
-// SchemaID is the $id of the configuration file's schema; docs/rlproxy.schema.json
-// holds it and every example config names that file in its first line
-// (`# yaml-language-server: $schema=...`) for editor completion.
-const SchemaID = "https://rlproxy.dev/rlproxy.schema.json"
-
 // Schema returns the JSON Schema (draft 2020-12) of the configuration file,
 // generated from the field tables Parse decodes with, so the two cannot
 // drift. It checks shape: field names, types, choices, bounds, required
 // fields, the fields of each algorithm. Rules that need more than one file
 // or the environment (references between sections, secrets, files, costs
 // against quotas) are Parse's alone. The output is indented JSON ending in
-// a newline, stable from run to run.
+// a newline, stable from run to run; docs/rlproxy.schema.json holds it, and
+// every example config names that file in its first line
+// (`# yaml-language-server: $schema=...`) for editor completion.
 func Schema() []byte {
 	l := newLoader("schema", nil)
 	s := objectShape(l.topSection())
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-	s["$id"] = SchemaID
 	s["title"] = "rlproxy configuration"
 	s["description"] = "The rlproxy configuration file (README.md, \"Configuration reference\")."
 	out, err := json.MarshalIndent(s, "", "  ")
