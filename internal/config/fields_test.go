@@ -99,7 +99,7 @@ func TestOverrides(t *testing.T) {
 		t.Errorf("bad override: %v, want %s", err, want)
 	}
 	_, err = ParseWith("x.yaml", src, Overrides{AdminListen: &Override{Value: "127.0.0.1:8081", Source: "environment RLPROXY_ADMIN_LISTEN"}})
-	if want := `x.yaml: admin_listen: "127.0.0.1:8081": must not share the public listener "127.0.0.1:8081" (metrics and health stay off the public port)`; err == nil || err.Error() != want {
+	if want := `environment RLPROXY_ADMIN_LISTEN: admin_listen: "127.0.0.1:8081": must not share the public listener "127.0.0.1:8081" (metrics and health stay off the public port)`; err == nil || err.Error() != want {
 		t.Errorf("clashing override: %v, want %s", err, want)
 	}
 	c, err = ParseWith("x.yaml", src, Overrides{Listen: &Override{Value: "", Source: "flag -listen"}})

@@ -50,7 +50,11 @@ func (l *loader) topCheck(o object) {
 	l.override(l.over.Listen, "listen", &c.Listen)
 	l.override(l.over.AdminListen, "admin_listen", &c.AdminListen)
 	if c.Listen != "" && c.AdminListen != "" && samePort(c.Listen, c.AdminListen) {
-		l.errorf(o.keys["admin_listen"], "admin_listen", "%q: must not share the public listener %q (metrics and health stay off the public port)", c.AdminListen, c.Listen)
+		d, at := l.decoder, o.keys["admin_listen"]
+		if ov := l.over.AdminListen; ov != nil {
+			d, at = &decoder{file: ov.Source, errs: l.errs}, nil
+		}
+		d.errorf(at, "admin_listen", "%q: must not share the public listener %q (metrics and health stay off the public port)", c.AdminListen, c.Listen)
 	}
 	if !o.has("quota_endpoint") {
 		c.QuotaEndpoint.Path = "" // absent: off
