@@ -150,15 +150,24 @@ func (l *loader) valkeySection() *section {
 			{name: "local_cache", def: "true", value: localCache, doc: "Cache over-limit answers locally until they expire; false sends every decision to Valkey."},
 		},
 		check: func(o object) {
-			if used() && len(v.Addrs) == 0 && (!o.has("addrs") || isNull(o.get("addrs")) || len(o.get("addrs").Content) == 0) {
-				at := o.get("addrs")
-				if at == nil {
-					at = o.missing()
-				}
-				l.errorf(at, o.field("addrs"), "required with store type valkey: one address, or several seeds of a cluster")
+			if used() && len(v.Addrs) == 0 {
+				l.valkeyAddrsMissing(o)
 			}
 		},
 	}
+}
+
+// valkeyAddrsMissing reports the Valkey store without addresses, unless
+// the addresses given were reported already.
+func (l *loader) valkeyAddrsMissing(o object) {
+	at := o.get("addrs")
+	if at != nil && !isNull(at) && len(at.Content) > 0 {
+		return
+	}
+	if at == nil {
+		at = o.missing()
+	}
+	l.errorf(at, o.field("addrs"), "required with store type valkey: one address, or several seeds of a cluster")
 }
 
 // caFile resolves a PEM CA bundle and checks that it holds a certificate.
