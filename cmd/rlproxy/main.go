@@ -104,7 +104,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	ov := lf.overrides()
-	cfg, err := config.LoadWith(*path, ov)
+	cfg, err := config.LoadWith(*path, config.LoadOptions{Overrides: ov})
 	if err != nil {
 		fmt.Fprintln(stderr, err) // config.Errors: one FILE:LINE: field: message per line
 		fmt.Fprintf(stderr, "rlproxy: configuration file %s test failed\n", *path)

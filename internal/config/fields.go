@@ -7,6 +7,10 @@ import (
 // field describes one field of a YAML mapping. It is the one place the
 // field's name, default, shape and meaning are written: the known-fields
 // list, the decoding, the defaults and the JSON Schema all come from it.
+//
+// A field decoded by hand-written code (d.object, o.get, o.field and the
+// decoder helpers) is an entry with value: checked(shape) and a call in
+// its section's check, which receives the section's object.
 type field struct {
 	name string
 	// doc says what the field does, with units; it is the schema's description.
@@ -15,7 +19,9 @@ type field struct {
 	// before the file's value, so the default and a written value go
 	// through the same checks, and it is the schema's default.
 	def string
-	// need, when set, makes the field required: the message for its absence.
+	// need, when set, makes the field required: the message for its
+	// absence. A field without set (its section's check decodes it, and
+	// reports its absence) states it for the schema alone.
 	need string
 	// needed, when set, makes need conditional: the field is required
 	// only while it returns true.
@@ -63,13 +69,15 @@ func (s *section) names() []string {
 }
 
 // decode checks n against s's fields, runs s.pre, applies the fields'
-// defaults, decodes the present ones in table order and runs s.check. line is where a missing
+// defaults, decodes the present ones in table order (a nested section
+// with its own defaults) and runs s.check. line is where a missing
 // field is reported.
 func (d *decoder) decode(n *yaml.Node, path string, line int, s *section) object {
 	o := d.object(n, path, line, s.names()...)
 	if s.pre != nil {
 		s.pre(o)
 	}
+	s.applyDefaults(path)
 	for _, f := range s.fields {
 		v := o.get(f.name)
 		switch {
@@ -81,9 +89,6 @@ func (d *decoder) decode(n *yaml.Node, path string, line int, s *section) object
 		case f.set == nil:
 			continue
 		}
-		if f.def != "" {
-			f.set(defaultNode(f.def), o.field(f.name))
-		}
 		if v != nil {
 			f.set(v, o.field(f.name))
 		} else if f.need != "" && !o.bad && (f.needed == nil || f.needed()) {
@@ -94,6 +99,16 @@ func (d *decoder) decode(n *yaml.Node, path string, line int, s *section) object
 		s.check(o)
 	}
 	return o
+}
+
+// applyDefaults decodes the defaults of s's fields (not those of nested
+// sections: they apply theirs when decoded).
+func (s *section) applyDefaults(path string) {
+	for _, f := range s.fields {
+		if f.def != "" && f.set != nil {
+			f.set(defaultNode(f.def), join(path, f.name))
+		}
+	}
 }
 
 // defaultNode parses a field's default. Defaults are written in this

@@ -81,10 +81,10 @@ func TestSchemaFile(t *testing.T) {
 // public listener off when empty.
 func TestOverrides(t *testing.T) {
 	src := []byte("listen: 127.0.0.1:8081\nupstreams: { app: { builtin: echo } }\nroutes: [{ name: r, upstream: app }]\n")
-	c, err := ParseWith("x.yaml", src, Overrides{
+	c, err := parse("x.yaml", src, LoadOptions{Overrides: Overrides{
 		Listen:      &Override{Value: "127.0.0.1:18080", Source: "flag -listen"},
 		AdminListen: &Override{Value: ":19090", Source: "environment RLPROXY_ADMIN_LISTEN"},
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,15 +94,15 @@ func TestOverrides(t *testing.T) {
 	if c, err := Parse("x.yaml", src); err != nil || c.Listen != "127.0.0.1:8081" || c.AdminListen != "127.0.0.1:9090" {
 		t.Errorf("no overrides: %v; want the file's listen and the default admin_listen", err)
 	}
-	_, err = ParseWith("x.yaml", src, Overrides{Listen: &Override{Value: "8080", Source: "flag -listen"}})
+	_, err = parse("x.yaml", src, LoadOptions{Overrides: Overrides{Listen: &Override{Value: "8080", Source: "flag -listen"}}})
 	if want := `flag -listen: listen: "8080": want HOST:PORT, e.g. 127.0.0.1:8080 or :8080`; err == nil || err.Error() != want {
 		t.Errorf("bad override: %v, want %s", err, want)
 	}
-	_, err = ParseWith("x.yaml", src, Overrides{AdminListen: &Override{Value: "127.0.0.1:8081", Source: "environment RLPROXY_ADMIN_LISTEN"}})
+	_, err = parse("x.yaml", src, LoadOptions{Overrides: Overrides{AdminListen: &Override{Value: "127.0.0.1:8081", Source: "environment RLPROXY_ADMIN_LISTEN"}}})
 	if want := `environment RLPROXY_ADMIN_LISTEN: admin_listen: "127.0.0.1:8081": must not share the public listener "127.0.0.1:8081" (metrics and health stay off the public port)`; err == nil || err.Error() != want {
 		t.Errorf("clashing override: %v, want %s", err, want)
 	}
-	c, err = ParseWith("x.yaml", src, Overrides{Listen: &Override{Value: "", Source: "flag -listen"}})
+	c, err = parse("x.yaml", src, LoadOptions{Overrides: Overrides{Listen: &Override{Value: "", Source: "flag -listen"}}})
 	if err != nil || c.Listen != "" {
 		t.Errorf("empty override: %v, listen %q; want no public listener", err, c.Listen)
 	}
@@ -125,7 +125,7 @@ func TestDecisionServiceMode(t *testing.T) {
 		t.Errorf("with a listener: %v, want %s", err, want)
 	}
 	_, err = Parse("x.yaml", []byte(strings.Replace(src, "name: r", "name: \"-\"", 1)))
-	if want := `x.yaml:3: routes[0].name: "-" is reserved for requests that match no route`; err == nil || err.Error() != want {
+	if want := `x.yaml:3: routes[0].name: "-": reserved (the metrics' route label of requests that match no route)`; err == nil || err.Error() != want {
 		t.Errorf("route -: %v, want %s", err, want)
 	}
 }

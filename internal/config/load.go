@@ -27,16 +27,21 @@ const builtinHashSecret = "rlproxy built-in key-hash secret: set store.key_hash_
 // Load reads the config file at path and parses it with Parse. A file that
 // cannot be read is an error wrapped with "reading config"; mistakes in the
 // file are an *Errors.
-func Load(path string) (*Config, error) { return LoadWith(path, Overrides{}) }
+func Load(path string) (*Config, error) { return LoadWith(path, LoadOptions{}) }
 
-// LoadWith is Load with values set outside the file (flags, environment)
-// in place of the file's.
-func LoadWith(path string, ov Overrides) (*Config, error) {
+// LoadOptions tune LoadWith.
+type LoadOptions struct {
+	// Overrides replace file values with ones set outside the file.
+	Overrides Overrides
+}
+
+// LoadWith is Load tuned by opts.
+func LoadWith(path string, opts LoadOptions) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
-	return ParseWith(path, data, ov)
+	return parse(path, data, opts)
 }
 
 // Parse decodes and validates data, the contents of the config file at path
@@ -44,13 +49,13 @@ func LoadWith(path string, ov Overrides) (*Config, error) {
 // files, CA files, plans keys_file, which Parse reads from disk, as it reads
 // the environment variables the config names). It returns every problem
 // found as an *Errors, sorted by file and line, or the Config.
-func Parse(path string, data []byte) (*Config, error) { return ParseWith(path, data, Overrides{}) }
+func Parse(path string, data []byte) (*Config, error) { return parse(path, data, LoadOptions{}) }
 
-// ParseWith is Parse with ov's values in place of the file's. An override
-// is checked as the file's value would be; its problems name its Source
-// where a file's name the file and line.
-func ParseWith(path string, data []byte, ov Overrides) (*Config, error) {
-	l := newLoader(path, &ov)
+// parse is Parse tuned by opts. An override is checked as the file's
+// value would be; its problems name its Source where a file's name the
+// file and line.
+func parse(path string, data []byte, opts LoadOptions) (*Config, error) {
+	l := newLoader(path, &opts.Overrides)
 	l.hash(data)
 	if root, ok := l.document(data); ok {
 		line := 0

@@ -51,6 +51,15 @@ const (
 // validNamePattern is validName as a JSON Schema pattern.
 const validNamePattern = `^[A-Za-z0-9_.-]+$`
 
+// defaultKey is the key of a policy that sets none of its key fields: the
+// client IP, whole (the policy table's defaults).
+func defaultKey() KeySpec {
+	p := &Policy{}
+	d := &decoder{errs: &Errors{}}
+	d.policySection(p).applyDefaults("")
+	return p.Key
+}
+
 // policy decodes one entry of `policies:`.
 func (d *decoder) policy(e entry) *Policy {
 	path := join("policies", e.name)

@@ -48,7 +48,7 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 		if s, ok := l.str(n, p); ok && s == "" {
 			l.errorf(n, p, "must not be empty")
 		} else if ok && s == noRoute {
-			l.errorf(n, p, "%q is reserved for requests that match no route", s)
+			l.errorf(n, p, "%q: reserved (the metrics' route label of requests that match no route)", s)
 		} else if line, dup := seen[s]; ok && dup {
 			l.errorf(n, p, "%q: duplicate route name (first at line %d)", s, line)
 		} else if ok {
@@ -82,8 +82,8 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 	}}
 }
 
-// noRoute names requests that match no route (a decision service answers
-// for them too); no route may take it.
+// noRoute is the route label of requests that match no route (metrics,
+// logs, decision answers); no route may take it.
 const noRoute = "-"
 
 // routePlan decodes a route's plan and returns every policy its plans may
@@ -217,7 +217,7 @@ func (l *loader) methods(n *yaml.Node, path string, m *Match) {
 
 // plans decodes one entry of `plans:`.
 func (l *loader) plans(e entry) *Plans {
-	p := &Plans{Name: e.name, Key: KeySpec{IPv4Prefix: ipv4Bits, IPv6Prefix: ipv6Bits}, Keys: map[string]string{}, Plans: map[string][]string{}}
+	p := &Plans{Name: e.name, Key: defaultKey(), Keys: map[string]string{}, Plans: map[string][]string{}}
 	l.decode(e.val, join("plans", e.name), e.key.Line, l.plansSection(p, e.key.Line))
 	return p
 }
@@ -249,7 +249,7 @@ func (l *loader) plansSection(p *Plans, line int) *section {
 		}
 	}}
 	keys := value{namedShape(stringShape(), ""), func(n *yaml.Node, path string) { credentials(l.decoder, n, path, p, names, seen) }}
-	keysFile := value{stringShape(), func(n *yaml.Node, path string) { l.keysFile(n, path, p, names, seen) }}
+	keysFile := value{stringShape(), func(n *yaml.Node, path string) { l.readKeysFile(n, path, p, names, seen) }}
 	return &section{fields: []field{
 		{name: "key", need: "required: where the credential comes from, e.g. header:X-API-Key", value: key,
 			doc: "Where the credential comes from, e.g. header:X-API-Key (key sources as a policy's)."},
@@ -261,8 +261,8 @@ func (l *loader) plansSection(p *Plans, line int) *section {
 	}}
 }
 
-// keysFile reads a plans keys_file into p.Keys.
-func (l *loader) keysFile(n *yaml.Node, path string, p *Plans, names []string, seen map[string]string) {
+// readKeysFile reads a plans keys_file into p.Keys.
+func (l *loader) readKeysFile(n *yaml.Node, path string, p *Plans, names []string, seen map[string]string) {
 	f, ok := l.filePath(n, path, l.dir)
 	if !ok {
 		return

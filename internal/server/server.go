@@ -85,7 +85,7 @@ type App struct {
 // listeners. Errors: the file's problems (*config.Errors, one FILE:LINE:
 // field: message per line) or a store that cannot be built.
 func New(path string, opts Options) (*App, error) {
-	cfg, err := config.LoadWith(path, opts.Overrides)
+	cfg, err := config.LoadWith(path, config.LoadOptions{Overrides: opts.Overrides})
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +380,7 @@ func (a *App) Reload(reason string) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	now := time.Now()
-	cfg, err := config.LoadWith(a.path, a.opts.Overrides)
+	cfg, err := config.LoadWith(a.path, config.LoadOptions{Overrides: a.opts.Overrides})
 	if err != nil {
 		a.refuse(reason, now, err)
 		return
