@@ -55,7 +55,7 @@ func objectShape(s *section) schema {
 			}
 		}
 		props[f.name] = p
-		if f.need != "" {
+		if f.need != "" && f.needed == nil { // a conditional need is the section's extend's
 			required = append(required, f.name)
 		}
 	}

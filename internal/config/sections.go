@@ -66,10 +66,10 @@ func (l *loader) serverSection() *section {
 		{name: "read_header_timeout", def: "10s", value: l.durationVal(&s.ReadHeaderTimeout, false), doc: "Longest a client may take to send the request headers."},
 		{name: "idle_timeout", def: "120s", value: l.durationVal(&s.IdleTimeout, false), doc: "Longest an idle keep-alive connection stays open."},
 		{name: "body_timeout", def: "60s", value: l.durationVal(&s.BodyTimeout, true), doc: "Longest gap between two reads of a request body (nginx client_body_timeout); 0 = none."},
-		{name: "max_header_bytes", def: "1048576", value: l.intVal(&s.MaxHeaderBytes, 1024, 64<<20), doc: "Largest request header block, bytes."},
 		{name: "shutdown_timeout", def: "30s", value: l.durationVal(&s.ShutdownTimeout, false), doc: "How long in-flight and waiting requests get at shutdown."},
-		{name: "max_waiting", def: "10000", value: l.intVal(&s.MaxWaiting, 0, 10_000_000), doc: "Requests held in leaky-bucket delay per instance; beyond it a request that would wait is refused."},
 		{name: "max_wait", def: "30s", value: l.durationVal(&s.MaxWait, true), doc: "Longest delay of one request; a longer wait is refused."},
+		{name: "max_header_bytes", def: "1048576", value: l.intVal(&s.MaxHeaderBytes, 1024, 64<<20), doc: "Largest request header block, bytes."},
+		{name: "max_waiting", def: "10000", value: l.intVal(&s.MaxWaiting, 0, 10_000_000), doc: "Requests held in leaky-bucket delay per instance; beyond it a request that would wait is refused."},
 	}}
 }
 
@@ -84,6 +84,11 @@ func (l *loader) storeSection() *section {
 			doc: "Environment variable holding the secret (at least 16 bytes) that keys the hash of credential-derived client ids; the same on every instance sharing a store."},
 		{name: "breaker", sub: l.breakerSection(), doc: "Circuit breaker in front of the Valkey store."},
 		{name: "valkey", sub: l.valkeySection(), doc: "The Valkey store: a node, several seeds of a Valkey Cluster, or Sentinels."},
+	}, extend: func(sc schema) {
+		// The Valkey store needs addresses.
+		sc["if"] = schema{"properties": schema{"type": schema{"const": "valkey"}}, "required": []any{"type"}}
+		sc["then"] = schema{"required": []any{"valkey"}, "properties": schema{"valkey": schema{
+			"type": "object", "required": []any{"addrs"}, "properties": schema{"addrs": schema{"minItems": 1}}}}}
 	}}
 }
 
@@ -101,6 +106,7 @@ func (l *loader) breakerSection() *section {
 func (l *loader) valkeySection() *section {
 	v := &l.c.Store.Valkey
 	used := func() bool { return l.c.Store.Type == "valkey" }
+	const needAddrs = "required with store type valkey: one address, or several seeds of a cluster"
 	addrs := value{listShape(addrShape(), true), func(n *yaml.Node, path string) {
 		items, addrs, ok := l.strings(n, path, true)
 		for i, a := range addrs {
@@ -111,6 +117,9 @@ func (l *loader) valkeySection() *section {
 		}
 		if ok {
 			v.Addrs = addrs
+		}
+		if used() && len(v.Addrs) == 0 && len(n.Content) == 0 { // null, [] or one bad address
+			l.errorf(n, path, "%s", needAddrs)
 		}
 	}}
 	password := value{envNameShape(), func(n *yaml.Node, path string) {
@@ -139,7 +148,7 @@ func (l *loader) valkeySection() *section {
 	}}
 	return &section{
 		fields: []field{
-			{name: "addrs", value: addrs, doc: "HOST:PORT of one node, or several seeds of a cluster (or the Sentinels); required with type valkey."},
+			{name: "addrs", need: needAddrs, needed: used, value: addrs, doc: "HOST:PORT of one node, or several seeds of a cluster (or the Sentinels); required with type valkey."},
 			{name: "username", value: l.strVal(&v.Username), doc: "ACL user name."},
 			{name: "password_env", value: password, doc: "Environment variable holding the password, never inline."},
 			{name: "tls", value: l.boolVal(&v.TLS), doc: "Connect over TLS."},
@@ -150,24 +159,11 @@ func (l *loader) valkeySection() *section {
 			{name: "local_cache", def: "true", value: localCache, doc: "Cache over-limit answers locally until they expire; false sends every decision to Valkey."},
 		},
 		check: func(o object) {
-			if used() && len(v.Addrs) == 0 {
-				l.valkeyAddrsMissing(o)
+			if o.bad && used() { // not a mapping: no addresses either
+				l.errorf(o.missing(), o.field("addrs"), "%s", needAddrs)
 			}
 		},
 	}
-}
-
-// valkeyAddrsMissing reports the Valkey store without addresses, unless
-// the addresses given were reported already.
-func (l *loader) valkeyAddrsMissing(o object) {
-	at := o.get("addrs")
-	if at != nil && !isNull(at) && len(at.Content) > 0 {
-		return
-	}
-	if at == nil {
-		at = o.missing()
-	}
-	l.errorf(at, o.field("addrs"), "required with store type valkey: one address, or several seeds of a cluster")
 }
 
 // caFile resolves a PEM CA bundle and checks that it holds a certificate.

@@ -203,3 +203,35 @@ func TestFixtures(t *testing.T) {
 		t.Errorf("%d fixtures in testdata, %d classified", seen, len(fixtures))
 	}
 }
+
+// TestRulesAcrossFields: the rules the schema adds to its tables (the
+// extend hooks) accept and reject what Parse does.
+func TestRulesAcrossFields(t *testing.T) {
+	s := compile(t)
+	const pol = "policies: { p: { algorithm: token_bucket, rate: 1r/s, burst: 1 } }\n"
+	for _, tc := range []struct {
+		name, src string
+		valid     bool
+	}{
+		{"decision mode needs no upstream", "listen: \"\"\n" + pol + "routes: [{ name: r, policies: [p] }]\n", true},
+		{"a listener needs upstreams", pol + "routes: [{ name: r, policies: [p] }]\n", false},
+		{"upstream url", "upstreams: { a: { url: \"http://x:1/p\" } }\nroutes: [{ name: r, upstream: a }]\n", true},
+		{"upstream url and builtin", "upstreams: { a: { url: \"http://x:1\", builtin: echo } }\nroutes: [{ name: r, upstream: a }]\n", false},
+		{"valkey with addrs", "store: { type: valkey, valkey: { addrs: \"v:6379\" } }\nupstreams: { a: { builtin: echo } }\nroutes: [{ name: r, upstream: a }]\n", true},
+		{"valkey without addrs", "store: { type: valkey, valkey: { addrs: [] } }\nupstreams: { a: { builtin: echo } }\nroutes: [{ name: r, upstream: a }]\n", false},
+		{"zero body_timeout", "server: { body_timeout: 0 }\nupstreams: { a: { builtin: echo } }\nroutes: [{ name: r, upstream: a }]\n", true},
+		{"bad policy name", "policies: { \"a b\": { algorithm: concurrency, limit: 1 } }\nupstreams: { a: { builtin: echo } }\nroutes: [{ name: r, upstream: a }]\n", false},
+	} {
+		f := filepath.Join(t.TempDir(), "x.yaml")
+		if err := os.WriteFile(f, []byte(tc.src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := validate(s, f); (err == nil) != tc.valid {
+			t.Errorf("%s: valid=%v, want %v (%v)", tc.name, err == nil, tc.valid, err)
+		}
+		// Parse agrees (env-free cases).
+		if _, err := config.Parse(f, []byte(tc.src)); (err == nil) != tc.valid {
+			t.Errorf("%s: Parse: %v; want valid=%v", tc.name, err, tc.valid)
+		}
+	}
+}
