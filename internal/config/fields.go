@@ -1,6 +1,9 @@
 package config
 
 import (
+	"strconv"
+	"strings"
+
 	"gopkg.in/yaml.v3"
 )
 
@@ -36,8 +39,9 @@ type field struct {
 // value is how one field's value is checked: its JSON Schema and its
 // decoder.
 type value struct {
-	// shape is the JSON Schema of the value (a nested section's is derived).
-	shape schema
+	// shape gives the JSON Schema of the value, on demand: Parse never
+	// needs it.
+	shape func() schema
 	// set decodes a present value; nil when the section's check reads the
 	// field itself (rules that span fields).
 	set func(n *yaml.Node, path string)
@@ -113,8 +117,15 @@ func (s *section) applyDefaults(path string) {
 
 // defaultNode parses a field's default. Defaults are written in this
 // package and valid (TestDefaultsDecode), so a failure is a programming
-// error.
+// error. Scalars are built directly (a YAML parser costs kilobytes, and
+// every Parse decodes every default).
 func defaultNode(def string) *yaml.Node {
+	if s, err := strconv.Unquote(def); err == nil {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: yaml.DoubleQuotedStyle, Value: s}
+	}
+	if !strings.ContainsAny(def, "[]{}'\"#:,") {
+		return &yaml.Node{Kind: yaml.ScalarNode, Value: def} // its tag resolved as YAML resolves a plain scalar
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(def), &doc); err != nil || len(doc.Content) == 0 {
 		panic("config: bad default " + def)

@@ -77,19 +77,19 @@ func (d *decoder) policy(e entry) *Policy {
 // apply depends on the algorithm).
 func (d *decoder) policySection(p *Policy) *section {
 	k := &p.Key
-	key := value{listShape(stringShape(), true), func(n *yaml.Node, path string) {
+	key := value{func() schema { return listShape(stringShape(), true) }, func(n *yaml.Node, path string) {
 		if srcs, ok := d.sources(n, path, k.Combine); ok {
 			k.Sources = srcs
 		}
 	}}
-	onError := value{enumShape("allow", "deny"), func(n *yaml.Node, path string) {
+	onError := value{func() schema { return enumShape("allow", "deny") }, func(n *yaml.Node, path string) {
 		if s, ok := d.oneOf(n, path, "allow", "deny"); ok {
 			p.OnStoreError = map[string]FailMode{"allow": FailOpen, "deny": FailClosed}[s]
 		}
 	}}
 	return &section{
 		fields: slices.Concat([]field{
-			{name: "algorithm", value: checked(enumShape(algorithmNames()...)), need: "required",
+			{name: "algorithm", value: checked(func() schema { return enumShape(algorithmNames()...) }), need: "required",
 				doc: "leaky_bucket (nginx limit_req), token_bucket, fixed_window, sliding_log, sliding_window (counter) or concurrency (requests in flight)."},
 			{name: "combine", def: "false", value: d.boolVal(&k.Combine), doc: "true: all key sources together form the key; false: the first present one."},
 			{name: "key", def: "ip", value: key, doc: "Key sources, one or a list: ip, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM."},
@@ -98,7 +98,7 @@ func (d *decoder) policySection(p *Policy) *section {
 			{name: "on_store_error", def: "allow", value: onError, doc: "When the store cannot decide: allow (fail open, down to fallback) or deny (503)."},
 			{name: "dry_run", def: "false", value: d.boolVal(&p.DryRun), doc: "Would-be refusals pass and are counted (nginx limit_req_dry_run)."},
 			{name: "exempt", value: d.prefixesVal(&p.Exempt), doc: "Client addresses or CIDRs that pass uncounted."},
-			{name: "fallback", value: checked(objectShape(fallbackSection())), doc: "Per-instance token bucket applied while the store is down and the policy fails open; absent: allow all."},
+			{name: "fallback", value: checked(func() schema { return objectShape(fallbackSection()) }), doc: "Per-instance token bucket applied while the store is down and the policy fails open; absent: allow all."},
 		}, d.algorithmFields()),
 		check: func(o object) {
 			if !o.bad {
@@ -114,21 +114,21 @@ func (d *decoder) policySection(p *Policy) *section {
 // decoded by bucket or window).
 func (d *decoder) algorithmFields() []field {
 	return []field{
-		{name: "rate", value: checked(rateShape()), doc: "Buckets: N r/s, N r/m, N r/h or N r/d (exact: 30r/m is 30 per minute)."},
-		{name: "burst", value: checked(intShape(0, maxBurst)), doc: "leaky_bucket: excess requests allowed beyond the rate (default 0, as nginx); token_bucket: the capacity, at least 1, required."},
-		{name: "nodelay", def: "false", value: checked(schema{"type": "boolean"}), doc: "leaky_bucket: serve the burst at once instead of delaying the excess."},
-		{name: "delay", def: "0", value: checked(intShape(0, maxBurst)), doc: "leaky_bucket: the first N excess requests are not delayed (nginx delay=N); at most burst, not with nodelay."},
-		{name: "limit", value: checked(intShape(1, algo.MaxCount)), doc: "Windows: requests per window; concurrency: requests in flight."},
-		{name: "window", value: checked(durationShape(false)), doc: "Windows: the window, a whole number of milliseconds."},
-		{name: "lease", def: defaultLease.String(), value: checked(durationShape(false)), doc: "concurrency: a request's slot expires after this unless renewed (an instance that died frees its slots)."},
+		{name: "rate", value: checked(rateShape), doc: "Buckets: N r/s, N r/m, N r/h or N r/d (exact: 30r/m is 30 per minute)."},
+		{name: "burst", value: checked(func() schema { return intShape(0, maxBurst) }), doc: "leaky_bucket: excess requests allowed beyond the rate (default 0, as nginx); token_bucket: the capacity, at least 1, required."},
+		{name: "nodelay", def: "false", value: checked(boolShape), doc: "leaky_bucket: serve the burst at once instead of delaying the excess."},
+		{name: "delay", def: "0", value: checked(func() schema { return intShape(0, maxBurst) }), doc: "leaky_bucket: the first N excess requests are not delayed (nginx delay=N); at most burst, not with nodelay."},
+		{name: "limit", value: checked(func() schema { return intShape(1, algo.MaxCount) }), doc: "Windows: requests per window; concurrency: requests in flight."},
+		{name: "window", value: checked(func() schema { return durationShape(false) }), doc: "Windows: the window, a whole number of milliseconds."},
+		{name: "lease", def: defaultLease.String(), value: checked(func() schema { return durationShape(false) }), doc: "concurrency: a request's slot expires after this unless renewed (an instance that died frees its slots)."},
 	}
 }
 
 // fallbackSection is a policy's `fallback:` floor: a token bucket.
 func fallbackSection() *section {
 	return &section{fields: []field{
-		{name: "rate", need: "required", value: checked(rateShape()), doc: "Refill, N r/s (or r/m, r/h, r/d)."},
-		{name: "burst", need: "required", value: checked(intShape(1, maxBurst)), doc: "Capacity, requests."},
+		{name: "rate", need: "required", value: checked(rateShape), doc: "Refill, N r/s (or r/m, r/h, r/d)."},
+		{name: "burst", need: "required", value: checked(func() schema { return intShape(1, maxBurst) }), doc: "Capacity, requests."},
 	}}
 }
 

@@ -44,7 +44,7 @@ func (l *loader) route(path string, n *yaml.Node, seen map[string]int) *Route {
 // both (checked against their quotas).
 func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 	var planPolicies []string // every policy any plan of r.Plan may check
-	name := value{stringShape(), func(n *yaml.Node, p string) {
+	name := value{stringShape, func(n *yaml.Node, p string) {
 		if s, ok := l.str(n, p); ok && s == "" {
 			l.errorf(n, p, "must not be empty")
 		} else if ok && s == noRoute {
@@ -55,16 +55,16 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 			r.Name, seen[s] = s, n.Line
 		}
 	}}
-	upstream := value{stringShape(), func(n *yaml.Node, p string) {
+	upstream := value{stringShape, func(n *yaml.Node, p string) {
 		if s, ok := l.str(n, p); ok && l.ref(n, p, "upstream", s, slices.Sorted(maps.Keys(l.c.Upstreams))) {
 			r.Upstream = s
 		}
 	}}
-	policies := value{listShape(stringShape(), false), func(n *yaml.Node, p string) {
+	policies := value{func() schema { return listShape(stringShape(), false) }, func(n *yaml.Node, p string) {
 		r.Policies, _ = l.policyList(n, p)
 	}}
-	plan := value{stringShape(), func(n *yaml.Node, p string) { planPolicies = l.routePlan(n, p, r) }}
-	cost := value{intShape(1, algo.MaxCount), func(n *yaml.Node, p string) {
+	plan := value{stringShape, func(n *yaml.Node, p string) { planPolicies = l.routePlan(n, p, r) }}
+	cost := value{func() schema { return intShape(1, algo.MaxCount) }, func(n *yaml.Node, p string) {
 		if c, ok := l.integer(n, p, 1, algo.MaxCount); ok {
 			r.Cost = c
 			l.checkCost(n, p, c, slices.Concat(r.Policies, planPolicies))
@@ -159,7 +159,7 @@ func (l *loader) ref(n *yaml.Node, path, kind, name string, defined []string) bo
 
 // matchSection is a route's `match:`; an empty match matches every request.
 func (l *loader) matchSection(m *Match) *section {
-	host := value{stringShape(), func(n *yaml.Node, path string) {
+	host := value{stringShape, func(n *yaml.Node, path string) {
 		s, ok := l.str(n, path)
 		if _, _, err := net.SplitHostPort(s); ok && err == nil {
 			l.errorf(n, path, "%q: want a host name without port (the request's port is ignored)", s)
@@ -168,7 +168,7 @@ func (l *loader) matchSection(m *Match) *section {
 		}
 	}}
 	urlPath := func(dst *string) value {
-		return value{pathShape(), func(n *yaml.Node, path string) {
+		return value{pathShape, func(n *yaml.Node, path string) {
 			if s, ok := l.str(n, path); ok && !strings.HasPrefix(s, "/") {
 				l.errorf(n, path, "%q: must start with /", s)
 			} else if ok {
@@ -176,7 +176,7 @@ func (l *loader) matchSection(m *Match) *section {
 			}
 		}}
 	}
-	regex := value{stringShape(), func(n *yaml.Node, path string) {
+	regex := value{stringShape, func(n *yaml.Node, path string) {
 		if s, ok := l.str(n, path); ok {
 			re, err := regexp.Compile(s)
 			if err != nil {
@@ -190,7 +190,7 @@ func (l *loader) matchSection(m *Match) *section {
 		{name: "path", value: urlPath(&m.Path), doc: "Path, exact."},
 		{name: "path_prefix", value: urlPath(&m.PathPrefix), doc: "Path prefix."},
 		{name: "path_regex", value: regex, doc: "Go (RE2) regular expression the path must match."},
-		{name: "methods", value: value{listShape(stringShape(), true), func(n *yaml.Node, path string) { l.methods(n, path, m) }},
+		{name: "methods", value: value{func() schema { return listShape(stringShape(), true) }, func(n *yaml.Node, path string) { l.methods(n, path, m) }},
 			doc: "HTTP methods, any case; empty: any."},
 	}}
 }
@@ -229,12 +229,12 @@ func (l *loader) plansSection(p *Plans, line int) *section {
 	var names []string          // the plans defined
 	seen := map[string]string{} // credential → "FILE:LINE" of its first mention
 	const needPlans = "required: plan name → list of policies"
-	key := value{listShape(stringShape(), true), func(n *yaml.Node, path string) {
+	key := value{func() schema { return listShape(stringShape(), true) }, func(n *yaml.Node, path string) {
 		if srcs, ok := l.sources(n, path, false); ok {
 			p.Key.Sources = srcs
 		}
 	}}
-	plans := value{namedShape(listShape(stringShape(), false), ""), func(n *yaml.Node, path string) {
+	plans := value{func() schema { return namedShape(listShape(stringShape(), false), "") }, func(n *yaml.Node, path string) {
 		for _, pe := range l.entries(n, path) {
 			names = append(names, pe.name)
 			p.Plans[pe.name], _ = l.policyList(pe.val, join(path, pe.name))
@@ -243,13 +243,13 @@ func (l *loader) plansSection(p *Plans, line int) *section {
 			l.errorf(&yaml.Node{Line: line}, path, needPlans)
 		}
 	}}
-	def := value{stringShape(), func(n *yaml.Node, path string) {
+	def := value{stringShape, func(n *yaml.Node, path string) {
 		if s, ok := l.str(n, path); ok && l.ref(n, path, "plan", s, names) {
 			p.Default = s
 		}
 	}}
-	keys := value{namedShape(stringShape(), ""), func(n *yaml.Node, path string) { credentials(l.decoder, n, path, p, names, seen) }}
-	keysFile := value{stringShape(), func(n *yaml.Node, path string) { l.readKeysFile(n, path, p, names, seen) }}
+	keys := value{func() schema { return namedShape(stringShape(), "") }, func(n *yaml.Node, path string) { credentials(l.decoder, n, path, p, names, seen) }}
+	keysFile := value{stringShape, func(n *yaml.Node, path string) { l.readKeysFile(n, path, p, names, seen) }}
 	return &section{fields: []field{
 		{name: "key", need: "required: where the credential comes from, e.g. header:X-API-Key", value: key,
 			doc: "Where the credential comes from, e.g. header:X-API-Key (key sources as a policy's)."},

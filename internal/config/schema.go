@@ -40,10 +40,11 @@ func objectShape(s *section) schema {
 	var required []string
 	for _, f := range s.fields {
 		var p schema
-		if f.sub != nil {
+		switch {
+		case f.sub != nil:
 			p = objectShape(f.sub)
-		} else {
-			p = copyShape(f.shape)
+		default:
+			p = copyShape(f.shape())
 		}
 		if f.doc != "" {
 			p["description"] = f.doc
@@ -80,9 +81,12 @@ func copyShape(s schema) schema {
 	return out
 }
 
-// stringShape is any string (the decoder takes any scalar as text; the
-// schema asks for a string, as editors show it).
-func stringShape() schema { return schema{"type": "string"} }
+// stringShape is any string; null is "" (the decoder takes any scalar as
+// text: the schema asks for a string, as editors show it).
+func stringShape() schema { return schema{"type": []any{"string", "null"}} }
+
+// boolShape is true or false.
+func boolShape() schema { return schema{"type": "boolean"} }
 
 // enumShape is one of choices.
 func enumShape(choices ...string) schema { return schema{"enum": slices.Clone(choices)} }
@@ -107,9 +111,9 @@ func rateShape() schema {
 	return schema{"type": "string", "pattern": `^\s*0*[1-9][0-9]*\s*r/[smhd]$`}
 }
 
-// listenShape is HOST:PORT or "" (no listener).
+// listenShape is HOST:PORT, or "" or null (no listener).
 func listenShape() schema {
-	return schema{"type": "string", "pattern": `^$|^(\[[^\]]*\]|[^:\[\]]*):[0-9]{1,5}$`}
+	return schema{"type": []any{"string", "null"}, "pattern": `^$|^(\[[^\]]*\]|[^:\[\]]*):[0-9]{1,5}$`}
 }
 
 // addrShape is HOST:PORT.
@@ -123,10 +127,10 @@ func envNameShape() schema { return schema{"type": "string", "minLength": 1} }
 // pathShape is a URL path: it starts with /.
 func pathShape() schema { return schema{"type": "string", "pattern": "^/"} }
 
-// listShape is a list of item; with scalarOK one item alone stands for a
-// list of one.
+// listShape is a list of item (null is an empty one); with scalarOK one
+// item alone stands for a list of one.
 func listShape(item schema, scalarOK bool) schema {
-	list := schema{"type": "array", "items": item}
+	list := schema{"type": []any{"array", "null"}, "items": item}
 	if scalarOK {
 		return schema{"anyOf": []any{item, list}}
 	}

@@ -21,7 +21,7 @@ func (l *loader) tlsSection() *section {
 	var t TLS
 	var ok [2]bool
 	file := func(dst *string, i int) value {
-		return value{stringShape(), func(n *yaml.Node, path string) { *dst, ok[i] = l.filePath(n, path, l.dir) }}
+		return value{stringShape, func(n *yaml.Node, path string) { *dst, ok[i] = l.filePath(n, path, l.dir) }}
 	}
 	return &section{
 		optional: true,
@@ -46,7 +46,7 @@ func (l *loader) tlsSection() *section {
 func (l *loader) logSection() *section {
 	g := &l.c.Log
 	levels := []string{"debug", "info", "warn", "error"}
-	level := value{enumShape(levels...), func(n *yaml.Node, path string) {
+	level := value{func() schema { return enumShape(levels...) }, func(n *yaml.Node, path string) {
 		if s, ok := l.oneOf(n, path, levels...); ok {
 			_ = g.Level.UnmarshalText([]byte(s)) // cannot fail: s is one of slog's names
 		}
@@ -107,7 +107,7 @@ func (l *loader) valkeySection() *section {
 	v := &l.c.Store.Valkey
 	used := func() bool { return l.c.Store.Type == "valkey" }
 	const needAddrs = "required with store type valkey: one address, or several seeds of a cluster"
-	addrs := value{listShape(addrShape(), true), func(n *yaml.Node, path string) {
+	addrs := value{func() schema { return listShape(addrShape(), true) }, func(n *yaml.Node, path string) {
 		items, addrs, ok := l.strings(n, path, true)
 		for i, a := range addrs {
 			if _, _, err := net.SplitHostPort(a); err != nil {
@@ -122,26 +122,26 @@ func (l *loader) valkeySection() *section {
 			l.errorf(n, path, "%s", needAddrs)
 		}
 	}}
-	password := value{envNameShape(), func(n *yaml.Node, path string) {
+	password := value{envNameShape, func(n *yaml.Node, path string) {
 		if used() {
 			v.Password, _ = l.secretEnv(n, path, 1)
 		}
 	}}
-	caFile := value{stringShape(), func(n *yaml.Node, path string) {
+	caFile := value{stringShape, func(n *yaml.Node, path string) {
 		if !v.TLS {
 			l.errorf(n, path, "needs tls: true")
 		} else {
 			v.CAFile, _ = l.caFile(n, path)
 		}
 	}}
-	prefix := value{schema{"type": "string", "pattern": "^[^{}]*$"}, func(n *yaml.Node, path string) {
+	prefix := value{func() schema { return schema{"type": "string", "pattern": "^[^{}]*$"} }, func(n *yaml.Node, path string) {
 		if s, ok := l.str(n, path); ok && strings.ContainsAny(s, "{}") {
 			l.errorf(n, path, "%q: must not contain { or } (the client id is the key's Cluster hash tag)", s)
 		} else if ok {
 			v.KeyPrefix = s
 		}
 	}}
-	localCache := value{schema{"type": "boolean"}, func(n *yaml.Node, path string) {
+	localCache := value{boolShape, func(n *yaml.Node, path string) {
 		if b, ok := l.boolean(n, path); ok {
 			v.DisableLocalCache = !b
 		}
@@ -188,7 +188,7 @@ func (l *loader) caFile(n *yaml.Node, path string) (string, bool) {
 func (l *loader) realIPSection() *section {
 	r := &l.c.RealIP
 	choices := []string{"X-Forwarded-For", "X-Real-IP", "Forwarded"}
-	header := value{enumShape(choices...), func(n *yaml.Node, path string) {
+	header := value{func() schema { return enumShape(choices...) }, func(n *yaml.Node, path string) {
 		s, _ := l.str(n, path)
 		// Header names are case-insensitive (RFC 9110 §5.1).
 		if i := slices.IndexFunc(choices, func(c string) bool { return strings.EqualFold(c, s) }); i >= 0 {
@@ -234,7 +234,7 @@ func (l *loader) jwtSection() *section {
 func (l *loader) responseSection() *section {
 	r := &l.c.Response
 	names := []string{"ratelimit", "ratelimit-legacy", "x-ratelimit"}
-	headers := value{listShape(enumShape(names...), true), func(n *yaml.Node, path string) {
+	headers := value{func() schema { return listShape(enumShape(names...), true) }, func(n *yaml.Node, path string) {
 		items, vals, ok := l.strings(n, path, true)
 		if !ok {
 			return
@@ -263,7 +263,7 @@ func (l *loader) responseSection() *section {
 func (l *loader) quotaSection() *section {
 	q := &l.c.QuotaEndpoint
 	q.Limit.Kind = algo.TokenBucket
-	path := value{pathShape(), func(n *yaml.Node, p string) {
+	path := value{pathShape, func(n *yaml.Node, p string) {
 		if s, ok := l.str(n, p); ok && !strings.HasPrefix(s, "/") {
 			l.errorf(n, p, "%q: must start with /", s)
 		} else if ok {
@@ -271,13 +271,13 @@ func (l *loader) quotaSection() *section {
 		}
 	}}
 	ok := true // rate and burst valid, so the limit may be checked whole
-	rate := value{rateShape(), func(n *yaml.Node, p string) {
+	rate := value{rateShape, func(n *yaml.Node, p string) {
 		c, per, good := l.rate(n, p)
 		if ok = ok && good; good {
 			q.Limit.Count, q.Limit.Period = c, per
 		}
 	}}
-	burst := value{intShape(1, maxBurst), func(n *yaml.Node, p string) {
+	burst := value{func() schema { return intShape(1, maxBurst) }, func(n *yaml.Node, p string) {
 		b, good := l.integer(n, p, 1, maxBurst)
 		if ok = ok && good; good {
 			q.Limit.Burst = b
@@ -307,7 +307,7 @@ func (l *loader) upstream(e entry) *Upstream {
 // upstreamSection is one upstream: url or builtin (decoded first: ca_file
 // depends on the URL).
 func (l *loader) upstreamSection(u *Upstream) *section {
-	caFile := value{stringShape(), func(n *yaml.Node, path string) {
+	caFile := value{stringShape, func(n *yaml.Node, path string) {
 		if u.URL == nil || u.URL.Scheme != "https" {
 			l.errorf(n, path, "needs an https:// url")
 		} else {
@@ -316,9 +316,9 @@ func (l *loader) upstreamSection(u *Upstream) *section {
 	}}
 	return &section{
 		fields: []field{
-			{name: "url", value: checked(schema{"type": "string", "pattern": "^[hH][tT][tT][pP][sS]?://[^/?#]+[^?#]*$"}),
+			{name: "url", value: checked(func() schema { return schema{"type": "string", "pattern": "^[hH][tT][tT][pP][sS]?://[^/?#]+[^?#]*$"} }),
 				doc: "http:// or https:// URL, no query or fragment; its path prefixes the request's."},
-			{name: "builtin", value: checked(enumShape("echo")), doc: "A built-in upstream instead of url: echo answers with the request it received."},
+			{name: "builtin", value: checked(func() schema { return enumShape("echo") }), doc: "A built-in upstream instead of url: echo answers with the request it received."},
 			{name: "ca_file", value: caFile, doc: "PEM CA bundle verifying an https upstream; default the system roots."},
 			{name: "response_header_timeout", def: "30s", value: l.durationVal(&u.ResponseHeaderTimeout, false),
 				doc: "Longest wait for the upstream's response headers; past it the client gets 504."},

@@ -23,14 +23,16 @@ func (l *loader) topSection() *section {
 			{name: "jwt", sub: l.jwtSection(), doc: "Verification of the tokens jwt:CLAIM key sources read."},
 			{name: "response", sub: l.responseSection(), doc: "How refusals look."},
 			{name: "quota_endpoint", sub: l.quotaSection(), doc: "Present: GET path answers the caller's quota as JSON without spending it."},
-			{name: "upstreams", doc: "Upstreams by name: where routes send requests.",
-				value: value{namedShape(objectShape(l.upstreamSection(&Upstream{})), ""), l.upstreams}},
-			{name: "policies", doc: "Policies by name: one limit each.",
-				value: value{namedShape(objectShape(l.policySection(&Policy{})), validNamePattern), l.policies}},
-			{name: "plans", doc: "Plans by name: a credential picks a plan, a plan a list of policies.",
-				value: value{namedShape(objectShape(l.plansSection(&Plans{}, 0)), ""), l.plansMap}},
+			{name: "upstreams", doc: "Upstreams by name: where routes send requests.", value: value{set: l.upstreams,
+				shape: func() schema { return namedShape(objectShape(l.upstreamSection(&Upstream{})), "") }}},
+			{name: "policies", doc: "Policies by name: one limit each.", value: value{set: l.policies,
+				shape: func() schema { return namedShape(objectShape(l.policySection(&Policy{})), validNamePattern) }}},
+			{name: "plans", doc: "Plans by name: a credential picks a plan, a plan a list of policies.", value: value{set: l.plansMap,
+				shape: func() schema { return namedShape(objectShape(l.plansSection(&Plans{}, 0)), "") }}},
 			{name: "routes", need: "required", doc: "Routes in order: the first that matches a request serves it; no match is 404.",
-				value: checked(schema{"type": "array", "minItems": 1, "items": objectShape(l.routeSection(&Route{}, nil))})},
+				value: checked(func() schema {
+					return schema{"type": "array", "minItems": 1, "items": objectShape(l.routeSection(&Route{}, nil))}
+				})},
 		},
 		check: l.topCheck,
 		extend: func(s schema) {

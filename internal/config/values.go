@@ -13,7 +13,7 @@ import (
 
 // durationVal is a duration (see decoder.duration) stored in dst.
 func (d *decoder) durationVal(dst *time.Duration, zeroOK bool) value {
-	return value{durationShape(zeroOK), func(n *yaml.Node, path string) {
+	return value{func() schema { return durationShape(zeroOK) }, func(n *yaml.Node, path string) {
 		if v, ok := d.duration(n, path, zeroOK); ok {
 			*dst = v
 		}
@@ -22,7 +22,7 @@ func (d *decoder) durationVal(dst *time.Duration, zeroOK bool) value {
 
 // intVal is a whole number within [lo, hi] stored in dst.
 func (d *decoder) intVal(dst *int, lo, hi int64) value {
-	return value{intShape(lo, hi), func(n *yaml.Node, path string) {
+	return value{func() schema { return intShape(lo, hi) }, func(n *yaml.Node, path string) {
 		if v, ok := d.integer(n, path, lo, hi); ok {
 			*dst = int(v)
 		}
@@ -31,7 +31,7 @@ func (d *decoder) intVal(dst *int, lo, hi int64) value {
 
 // boolVal is true or false stored in dst.
 func (d *decoder) boolVal(dst *bool) value {
-	return value{schema{"type": "boolean"}, func(n *yaml.Node, path string) {
+	return value{boolShape, func(n *yaml.Node, path string) {
 		if v, ok := d.boolean(n, path); ok {
 			*dst = v
 		}
@@ -40,7 +40,7 @@ func (d *decoder) boolVal(dst *bool) value {
 
 // strVal is any string stored in dst.
 func (d *decoder) strVal(dst *string) value {
-	return value{stringShape(), func(n *yaml.Node, path string) {
+	return value{stringShape, func(n *yaml.Node, path string) {
 		if v, ok := d.str(n, path); ok {
 			*dst = v
 		}
@@ -49,7 +49,7 @@ func (d *decoder) strVal(dst *string) value {
 
 // enumVal is one of choices stored in dst.
 func (d *decoder) enumVal(dst *string, choices ...string) value {
-	return value{enumShape(choices...), func(n *yaml.Node, path string) {
+	return value{func() schema { return enumShape(choices...) }, func(n *yaml.Node, path string) {
 		if v, ok := d.oneOf(n, path, choices...); ok {
 			*dst = v
 		}
@@ -58,7 +58,7 @@ func (d *decoder) enumVal(dst *string, choices ...string) value {
 
 // prefixesVal is a list of CIDRs or addresses stored in dst.
 func (d *decoder) prefixesVal(dst *[]netip.Prefix) value {
-	return value{listShape(stringShape(), false), func(n *yaml.Node, path string) {
+	return value{func() schema { return listShape(stringShape(), false) }, func(n *yaml.Node, path string) {
 		*dst, _ = d.prefixes(n, path)
 	}}
 }
@@ -66,7 +66,7 @@ func (d *decoder) prefixesVal(dst *[]netip.Prefix) value {
 // secretVal is the name of an environment variable holding a secret of at
 // least minLen bytes, stored in dst.
 func (d *decoder) secretVal(dst *[]byte, minLen int) value {
-	return value{envNameShape(), func(n *yaml.Node, path string) {
+	return value{envNameShape, func(n *yaml.Node, path string) {
 		if s, ok := d.secretEnv(n, path, minLen); ok {
 			*dst = []byte(s)
 		}
@@ -75,7 +75,7 @@ func (d *decoder) secretVal(dst *[]byte, minLen int) value {
 
 // listenVal is a listen address HOST:PORT, or "" for none, stored in dst.
 func (d *decoder) listenVal(dst *string) value {
-	return value{listenShape(), func(n *yaml.Node, path string) {
+	return value{listenShape, func(n *yaml.Node, path string) {
 		if s, ok := d.str(n, path); ok && s == "" {
 			*dst = ""
 		} else if ok {
@@ -88,4 +88,4 @@ func (d *decoder) listenVal(dst *string) value {
 
 // checked is a value whose decoding the section's check does (rules across
 // fields): the table gives only its shape.
-func checked(shape schema) value { return value{shape: shape} }
+func checked(shape func() schema) value { return value{shape: shape} }
