@@ -83,8 +83,10 @@ func (d *decoder) policySection(p *Policy) *section {
 		}
 	}}
 	onError := value{func() schema { return enumShape("allow", "deny") }, func(n *yaml.Node, path string) {
-		if s, ok := d.oneOf(n, path, "allow", "deny"); ok {
-			p.OnStoreError = map[string]FailMode{"allow": FailOpen, "deny": FailClosed}[s]
+		if s, ok := d.oneOf(n, path, "allow", "deny"); ok && s == "deny" {
+			p.OnStoreError = FailClosed
+		} else if ok {
+			p.OnStoreError = FailOpen
 		}
 	}}
 	return &section{
