@@ -76,7 +76,7 @@ func (s *section) names() []string {
 // defaults, decodes the present ones in table order (a nested section
 // with its own defaults) and runs s.check. line is where a missing
 // field is reported.
-func (d *decoder) decode(n *yaml.Node, path string, line int, s *section) object {
+func (d *decoder) decode(n *yaml.Node, path string, line int, s *section) {
 	o := d.object(n, path, line, s.names()...)
 	if s.pre != nil {
 		s.pre(o)
@@ -102,7 +102,6 @@ func (d *decoder) decode(n *yaml.Node, path string, line int, s *section) object
 	if s.check != nil {
 		s.check(o)
 	}
-	return o
 }
 
 // applyDefaults decodes the defaults of s's fields (not those of nested
