@@ -31,13 +31,17 @@ bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
 echo "== go vet"
 go vet ./...
+# bench/ is its own module (its chart library stays out of the product's go.mod).
+(cd bench && go vet ./...)
 echo "== go test -race"
 # -p 1: packages run one at a time; several start real servers and some
 # measure real time (kept >= 100 ms from decision boundaries).
 go test -race -p 1 -count=1 -timeout 15m ./...
+(cd bench && go test -race -count=1 ./...)
 echo "== fuzz (${FUZZTIME:=20s} each)"
 go test -run '^$' -fuzz '^FuzzClientIP$' -fuzztime "$FUZZTIME" ./internal/realip
 go test -run '^$' -fuzz '^FuzzKey$' -fuzztime "$FUZZTIME" ./internal/clientkey
 echo "== benchmarks (100 iterations each: they must run, figures are not judged here)"
 go test -run '^$' -bench . -benchtime 100x ./... >/dev/null
+(cd bench && go test -run '^$' -bench . -benchtime 100x ./... >/dev/null)
 echo "== all tests passed"

@@ -31,6 +31,19 @@ func issueGoals() []goal {
 	}
 }
 
+// abGoals are the A/B marks of a run with a base build: each rlproxy row's
+// req/s ÷ its base twin's, which must stay within 5 % (no measurable
+// regression, as the issues that touch the request path ask).
+func abGoals(results []*targetResult) []goal {
+	var out []goal
+	for _, r := range results {
+		if id, ok := strings.CutSuffix(r.ID, baseSuffix); ok {
+			out = append(out, goal{num: id, den: r.ID, atLeast: 0.95})
+		}
+	}
+	return out
+}
+
 // goalResult is a goal's outcome in one run (latest.json "goals").
 type goalResult struct {
 	Num     string  `json:"num"`

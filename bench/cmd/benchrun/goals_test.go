@@ -97,3 +97,37 @@ func TestGoalsNoDivisor(t *testing.T) {
 		t.Fatalf("got %+v, want no ratio, no verdict", g)
 	}
 }
+
+// TestABGoals: a run with base twins gets one mark per pair, row ÷ twin,
+// at least 0.95; rows without a twin get none.
+func TestABGoals(t *testing.T) {
+	results := []*targetResult{
+		{ID: "rlproxy_memory", Full: runs([]float64{96, 100, 98})},
+		{ID: "rlproxy_memory@base", Full: runs([]float64{100, 100, 100})},
+		{ID: "minproxy", Full: runs([]float64{100})},
+	}
+	for _, r := range results {
+		r.FullMedian = medianSample(r.Full)
+	}
+	gs := abGoals(results)
+	if len(gs) != 1 || gs[0] != (goal{num: "rlproxy_memory", den: "rlproxy_memory@base", atLeast: 0.95}) {
+		t.Fatalf("abGoals = %+v", gs)
+	}
+	got := evalGoals(results, gs)
+	if got[0].Ratio != 0.98 || got[0].Met == nil || !*got[0].Met {
+		t.Fatalf("A/B mark = %+v, want ratio 0.98, met", got[0])
+	}
+}
+
+// TestBaseTwins: with a base build every rlproxy row is followed by its
+// twin; other rows get none, and without a base nothing changes.
+func TestBaseTwins(t *testing.T) {
+	specs := []targetSpec{{id: "minproxy", kind: "minproxy"}, {id: "rlproxy_memory", name: "m", kind: "rlproxy"}}
+	if got := withBaseTwins(specs, false); len(got) != 2 {
+		t.Fatalf("no base: %d specs", len(got))
+	}
+	got := withBaseTwins(specs, true)
+	if len(got) != 3 || got[2].id != "rlproxy_memory@base" || got[2].name != "m (base)" {
+		t.Fatalf("twins = %+v", got)
+	}
+}

@@ -43,6 +43,29 @@ type targetSpec struct {
 	keys int
 }
 
+// baseSuffix ends the id of a target's A/B twin ("rlproxy_memory@base"),
+// which runs the rlproxy built from BENCH_BASE (-rlproxy-base).
+const baseSuffix = "@base"
+
+// withBaseTwins returns specs with, after each rlproxy row, its twin on the
+// base binary, so every round measures both builds back to back
+// (interleaved A/B); specs is returned as it is when there is no base.
+func withBaseTwins(specs []targetSpec, haveBase bool) []targetSpec {
+	if !haveBase {
+		return specs
+	}
+	out := make([]targetSpec, 0, 2*len(specs))
+	for _, s := range specs {
+		out = append(out, s)
+		if s.kind == "rlproxy" {
+			twin := s
+			twin.id, twin.name = s.id+baseSuffix, s.name+" (base)"
+			out = append(out, twin)
+		}
+	}
+	return out
+}
+
 // benchKeys is how many clients the "distinct clients" rows simulate:
 // enough that the requests in flight together (wrk -c32) never share one.
 const benchKeys = 10000
