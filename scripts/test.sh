@@ -13,6 +13,7 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v nginx >/dev/null || need+=(nginx-light)
 command -v promtool >/dev/null || need+=(prometheus)
+command -v systemd-analyze >/dev/null || need+=(systemd)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing ${need[*]}"
@@ -23,6 +24,12 @@ if ((${#need[@]})); then
     exit 1
   fi
 fi
+# goreleaser (deploy/: `goreleaser check`), from the Go module proxy.
+export PATH=$PATH:$(go env GOPATH)/bin
+if ! command -v goreleaser >/dev/null; then
+  echo "== installing goreleaser (go install, a few minutes the first time)"
+  GOFLAGS= go install github.com/goreleaser/goreleaser/v2@v2.15.1
+fi
 # Tests that need these tools fail instead of skipping when this is set.
 export RLPROXY_REQUIRE_REDIS=1 RLPROXY_REQUIRE_TOOLS=1 RLPROXY_REQUIRE_NGINX=1
 
@@ -31,13 +38,16 @@ bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
 echo "== go vet"
 go vet ./...
-# bench/ is its own module (its chart library stays out of the product's go.mod).
+# bench/ and deploy/ are modules of their own (the chart library, Kubernetes
+# and Helm stay out of the product's go.mod).
 (cd bench && go vet ./...)
+(cd deploy && go vet ./...)
 echo "== go test -race"
 # -p 1: packages run one at a time; several start real servers and some
 # measure real time (kept >= 100 ms from decision boundaries).
 go test -race -p 1 -count=1 -timeout 15m ./...
 (cd bench && go test -race -count=1 ./...)
+(cd deploy && go test -race -count=1 ./...)
 echo "== fuzz (${FUZZTIME:=20s} each)"
 go test -run '^$' -fuzz '^FuzzClientIP$' -fuzztime "$FUZZTIME" ./internal/realip
 go test -run '^$' -fuzz '^FuzzKey$' -fuzztime "$FUZZTIME" ./internal/clientkey

@@ -13,13 +13,41 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"rlproxy/internal/config"
 )
 
-// version is set at build time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version, commit and date are stamped at build time (GoReleaser,
+// .goreleaser.yaml): -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234
+// -X main.date=2026-12-01T10:00:00Z". A plain `go build` from a checkout
+// leaves them unset; versionLine then reads the commit and its time from
+// the VCS stamp Go puts in the binary.
+var version, commit, date = "dev", "", ""
+
+// versionLine is what `rlproxy version` prints:
+// "rlproxy v1.2.3 (commit abc1234, built 2026-12-01T10:00:00Z, go1.26.8)".
+func versionLine() string {
+	c, d := commit, date
+	if bi, ok := debug.ReadBuildInfo(); ok && (c == "" || d == "") {
+		for _, s := range bi.Settings {
+			switch {
+			case s.Key == "vcs.revision" && c == "":
+				c = s.Value[:min(len(s.Value), 12)]
+			case s.Key == "vcs.time" && d == "":
+				d = s.Value
+			}
+		}
+	}
+	if c == "" {
+		c = "unknown"
+	}
+	if d == "" {
+		d = "unknown"
+	}
+	return fmt.Sprintf("rlproxy %s (commit %s, built %s, %s)", version, c, d, runtime.Version())
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -44,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if len(args) > 1 {
 				return badArgs(stderr, "version takes no arguments")
 			}
-			fmt.Fprintf(stdout, "rlproxy %s (%s)\n", version, runtime.Version())
+			fmt.Fprintln(stdout, versionLine())
 			return 0
 		case "compare":
 			return cmdCompare(args[1:], stdout, stderr)
