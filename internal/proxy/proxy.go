@@ -88,6 +88,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	up := rt.upstreams[route.Name]
+	if up == nil { // a decision-service route (no upstream): the proxy has nowhere to send it
+		writeProblem(w, r, problemNoRoute, nil, nil)
+		return
+	}
 	if t := rt.Config.Server.BodyTimeout; t > 0 && r.Body != nil && r.Body != http.NoBody {
 		r = withIdleTimeoutBody(w, r, t)
 	}
