@@ -1,6 +1,9 @@
 package config
 
 import (
+	"maps"
+	"slices"
+
 	"gopkg.in/yaml.v3"
 
 	"rlproxy/internal/algo"
@@ -40,7 +43,7 @@ func (l *loader) forwardAuth(top object, o object) {
 	// interfaces alone, which never see the response.
 	if fa.Listen != "" && l.c.Listen == "" {
 		for i, r := range l.c.Routes {
-			for _, p := range r.Policies {
+			for _, p := range routePolicies(l.c, r) {
 				if why := needsResponse(l.c.Policies[p]); why != "" {
 					l.errorf(&yaml.Node{Line: keyLine(top, "routes")}, index("routes", i)+".policies",
 						"policy %q %s, but with listen: \"\" this route is served only by forward_auth, which never sees the response", p, why)
@@ -74,4 +77,16 @@ func needsResponse(p *Policy) string {
 		return "is a concurrency limit (its lease ends with the response)"
 	}
 	return ""
+}
+
+// routePolicies is every policy a request of r may be checked against: the
+// route's, then those of every plan of its plan set.
+func routePolicies(c *Config, r *Route) []string {
+	ps := append([]string(nil), r.Policies...)
+	if pl := c.Plans[r.Plan]; pl != nil {
+		for _, name := range slices.Sorted(maps.Keys(pl.Plans)) {
+			ps = append(ps, pl.Plans[name]...)
+		}
+	}
+	return ps
 }

@@ -252,6 +252,8 @@ func (s *Service) wait(ctx context.Context, rt *runtime, c *call) bool {
 	}
 	if s.metrics != nil {
 		s.metrics.ObserveDelay(d)
+		s.metrics.AddWaiting(1)
+		defer s.metrics.AddWaiting(-1)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -3,8 +3,10 @@ package envoyrls_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -149,4 +151,49 @@ func metricsText(t *testing.T, reg *prometheus.Registry) string {
 		}
 	}
 	return b.String()
+}
+
+// TestReloadAndShaping: a reload changes the mappings' policies at once;
+// a leaky-bucket wait is served by waiting, one beyond server.max_wait is
+// OVER_LIMIT at once and refunded.
+func TestReloadAndShaping(t *testing.T) {
+	cfg := `
+server: {max_wait: 700ms}
+upstreams: {app: {builtin: echo}}
+policies:
+  p: {algorithm: fixed_window, limit: 2, window: 1h}
+routes: [{name: none, upstream: app}]
+envoy_rls:
+  listen: "127.0.0.1:0"
+  mappings:
+    - {name: m, domain: edge, descriptor: [{key: k}], policies: [p]}
+`
+	in, c, _ := startRLS(t, cfg)
+	if r := call(t, c, 0, desc("k", "a")); r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 2 {
+		t.Fatalf("before reload: %v", r.Statuses[0])
+	}
+	shaped := strings.Replace(cfg, "p: {algorithm: fixed_window, limit: 2, window: 1h}", "p: {algorithm: leaky_bucket, rate: 2r/s, burst: 5}", 1)
+	if err := os.WriteFile(in.ConfigPath, []byte("listen: \"127.0.0.1:0\"\nadmin_listen: \"\"\n"+shaped), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in.App.Reload("test")
+	if r := call(t, c, 0, desc("k", "a")); r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 2 || r.Statuses[0].CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_SECOND {
+		t.Fatalf("after reload: %v", r.Statuses[0])
+	}
+	// 2 r/s: the next call waits 500 ms; then hits_addend 3 would wait beyond max_wait.
+	start := time.Now()
+	if r := call(t, c, 0, desc("k", "a")); r.OverallCode != rlsv3.RateLimitResponse_OK || time.Since(start) < 400*time.Millisecond {
+		t.Fatalf("shaped call: %v after %v", r.OverallCode, time.Since(start))
+	}
+	for range 2 {
+		start = time.Now()
+		r := call(t, c, 3, desc("k", "a"))
+		if r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || time.Since(start) > 400*time.Millisecond {
+			t.Fatalf("beyond max_wait: %v after %v", r.OverallCode, time.Since(start))
+		}
+	}
+	// Refunded: had the refusals been charged, this one would wait seconds.
+	if r := call(t, c, 0, desc("k", "a")); r.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("after two refunded refusals: %v", r.OverallCode)
+	}
 }
