@@ -190,3 +190,23 @@ routes:
 		t.Fatalf("two at once: %+v and %+v, want 200 after ≥ 400ms and 429 at once", a, b)
 	}
 }
+
+// TestConcurrencyLeaseReleased: with the proxy listener on, a concurrency
+// policy is accepted, and its lease ends with the decision (nothing tells
+// the listener when the request ends), so it never holds a slot.
+func TestConcurrencyLeaseReleased(t *testing.T) {
+	_, fa := start(t, `
+forward_auth: {listen: "127.0.0.1:0"}
+real_ip: {trusted_proxies: [127.0.0.1/32]}
+upstreams: {app: {builtin: echo}}
+policies:
+  pool: {algorithm: concurrency, limit: 1}
+routes:
+  - {name: pool, upstream: app, policies: [pool]}
+`)
+	for i := range 3 {
+		if resp, body := ask(t, nil, fa+"/", "X-Original-URI", "/x"); resp.StatusCode != 200 {
+			t.Fatalf("decision %d: %d %s (a lease leaked)", i+1, resp.StatusCode, body)
+		}
+	}
+}
