@@ -31,6 +31,9 @@ func (l *loader) forwardAuth(top object, o object) {
 			if s, ok := l.hostPort(n, o.field("listen")); ok {
 				fa.Listen = s
 				l.distinctListener(n, o.field("listen"), s, "listen", l.c.Listen, "admin_listen", l.c.AdminListen)
+				if len(l.c.RealIP.TrustedProxies) == 0 {
+					l.errorf(n, o.field("listen"), "needs real_ip.trusted_proxies: only the proxies listed there are answered (with none, every caller gets 403)")
+				}
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 // integrationsBase is a valid file the cases below add one section to.
 const integrationsBase = `listen: 127.0.0.1:8080
+real_ip: {trusted_proxies: [127.0.0.1]}
 upstreams: {app: {builtin: echo}}
 policies:
   api: {algorithm: fixed_window, limit: 5, window: 1m}
@@ -21,38 +22,44 @@ routes:
 func TestIntegrationsProblems(t *testing.T) {
 	tests := []struct{ yaml, want string }{
 		{"forward_auth: {listen: 127.0.0.1:8080}",
-			`x.yaml:8: forward_auth.listen: "127.0.0.1:8080": must not share the listen listener "127.0.0.1:8080"`},
+			`x.yaml:9: forward_auth.listen: "127.0.0.1:8080": must not share the listen listener "127.0.0.1:8080"`},
 		{"forward_auth: {listen: \"127.0.0.1:9090\"}",
-			`x.yaml:8: forward_auth.listen: "127.0.0.1:9090": must not share the admin_listen listener "127.0.0.1:9090"`},
+			`x.yaml:9: forward_auth.listen: "127.0.0.1:9090": must not share the admin_listen listener "127.0.0.1:9090"`},
 		{"forward_auth: {listen: 8082}",
-			`x.yaml:8: forward_auth.listen: "8082": want HOST:PORT, e.g. 127.0.0.1:8080 or :8080`},
+			`x.yaml:9: forward_auth.listen: "8082": want HOST:PORT, e.g. 127.0.0.1:8080 or :8080`},
 		{"forward_auth: {listen: 127.0.0.1:8082, refused_status: 200}",
-			`x.yaml:8: forward_auth.refused_status: 200: want a whole number from 400 to 599`},
+			`x.yaml:9: forward_auth.refused_status: 200: want a whole number from 400 to 599`},
+		{"# no trusted proxies\nforward_auth: {listen: 127.0.0.1:8082}",
+			`x.yaml:10: forward_auth.listen: needs real_ip.trusted_proxies: only the proxies listed there are answered (with none, every caller gets 403)`},
 		{"forward_auth: {lisen: 127.0.0.1:8082}",
-			`x.yaml:8: forward_auth.lisen: unknown field "lisen"; did you mean "listen"?`},
+			`x.yaml:9: forward_auth.lisen: unknown field "lisen"; did you mean "listen"?`},
 		{"envoy_rls: {listen: 127.0.0.1:8081}",
-			`x.yaml:8: envoy_rls.mappings: required: at least one mapping from a domain and descriptor to policies`},
+			`x.yaml:9: envoy_rls.mappings: required: at least one mapping from a domain and descriptor to policies`},
 		{"forward_auth: {listen: 127.0.0.1:8081}\nenvoy_rls: {listen: 127.0.0.1:8081, mappings: [{name: m, domain: d, descriptor: [{key: k}], policies: [api]}]}",
-			`x.yaml:9: envoy_rls.listen: "127.0.0.1:8081": must not share the forward_auth listener "127.0.0.1:8081"`},
+			`x.yaml:10: envoy_rls.listen: "127.0.0.1:8081": must not share the forward_auth listener "127.0.0.1:8081"`},
 		{"envoy_rls:\n  mappings:\n    - {name: api, domain: d, descriptor: [{key: k}], policies: [api]}",
-			`x.yaml:10: envoy_rls.mappings[0].name: "api": a route has this name; metrics label both by it`},
+			`x.yaml:11: envoy_rls.mappings[0].name: "api": a route has this name; metrics label both by it`},
 		{"envoy_rls:\n  mappings:\n    - {name: m, descriptor: [{key: k}], policies: [api]}",
-			`x.yaml:10: envoy_rls.mappings[0].domain: required: the RateLimitRequest domain (Envoy's rate limit filter domain)`},
+			`x.yaml:11: envoy_rls.mappings[0].domain: required: the RateLimitRequest domain (Envoy's rate limit filter domain)`},
 		{"envoy_rls:\n  mappings:\n    - {name: m, domain: d, descriptor: [], policies: [api]}",
-			`x.yaml:10: envoy_rls.mappings[0].descriptor: required: at least one entry`},
+			`x.yaml:11: envoy_rls.mappings[0].descriptor: required: at least one entry`},
 		{"envoy_rls:\n  mappings:\n    - {name: m, domain: d, descriptor: [{value: v}], policies: [api]}",
-			`x.yaml:10: envoy_rls.mappings[0].descriptor[0].key: required: the descriptor entry's key`},
+			`x.yaml:11: envoy_rls.mappings[0].descriptor[0].key: required: the descriptor entry's key`},
 		{"envoy_rls:\n  mappings:\n    - {name: m, domain: d, descriptor: [{key: k}], policies: [apj]}",
-			`x.yaml:10: envoy_rls.mappings[0].policies[0]: unknown policy "apj"; did you mean "api"?`},
+			`x.yaml:11: envoy_rls.mappings[0].policies[0]: unknown policy "apj"; did you mean "api"?`},
 		{"envoy_rls:\n  mappings:\n    - {name: m, domain: d, descriptor: [{key: k}], policies: [api, pool]}",
-			`x.yaml:10: envoy_rls.mappings[0].policies[1]: policy "pool" is a concurrency limit (its lease ends with the response), and the rate limit service never sees the response`},
+			`x.yaml:11: envoy_rls.mappings[0].policies[1]: policy "pool" is a concurrency limit (its lease ends with the response), and the rate limit service never sees the response`},
 		{"envoy_rls:\n  mappings:\n    - {name: m, domain: d, descriptor: [{key: k}], policies: [api]}\n    - {name: m, domain: e, descriptor: [{key: k}], policies: [api]}",
-			`x.yaml:11: envoy_rls.mappings[1].name: "m": duplicate mapping name (first at line 10)`},
+			`x.yaml:12: envoy_rls.mappings[1].name: "m": duplicate mapping name (first at line 11)`},
 		{"envoy_rls:\n  mappings:\n    - {name: m, domain: d, descriptor: [{key: k}], policies: [api]}\n    - {name: n, domain: d, descriptor: [{key: k}], policies: [api]}",
-			`x.yaml:11: envoy_rls.mappings[1]: never used: mapping "m" before it matches the same descriptors`},
+			`x.yaml:12: envoy_rls.mappings[1]: never used: mapping "m" before it matches the same descriptors`},
 	}
 	for _, tc := range tests {
-		_, err := Parse("x.yaml", []byte(integrationsBase+tc.yaml+"\n"))
+		base := integrationsBase
+		if strings.HasPrefix(tc.yaml, "# no trusted proxies") {
+			base = strings.Replace(base, "real_ip: {trusted_proxies: [127.0.0.1]}", "real_ip: {}", 1)
+		}
+		_, err := Parse("x.yaml", []byte(base+tc.yaml+"\n"))
 		var errs *Errors
 		if !errors.As(err, &errs) {
 			t.Errorf("%s: got %v, want %s", tc.yaml, err, tc.want)
@@ -98,7 +105,7 @@ func TestDecisionServiceRefusesConcurrency(t *testing.T) {
 		t.Skipf("listen: \"\" is not accepted by this decoder yet: %v", err)
 	}
 	_, err := Parse("x.yaml", []byte(strings.Replace(base, "policies: [api]}", "policies: [api, pool]}", 1)+"forward_auth: {listen: 127.0.0.1:8082}\n"))
-	want := `x.yaml:6: routes[0].policies: policy "pool" is a concurrency limit (its lease ends with the response), but with listen: "" this route is served only by forward_auth, which never sees the response`
+	want := `x.yaml:7: routes[0].policies: policy "pool" is a concurrency limit (its lease ends with the response), but with listen: "" this route is served only by forward_auth, which never sees the response`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v\nwant %s", err, want)
 	}
