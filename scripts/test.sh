@@ -12,6 +12,7 @@ need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v nginx >/dev/null || need+=(nginx-light)
+command -v caddy >/dev/null || need+=(caddy)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 if ((${#need[@]})); then

@@ -55,6 +55,11 @@ type Config struct {
 	// header with no trusted proxies, unverified JWT claims, the built-in
 	// key-hash secret); `rlproxy validate` prints them, serving logs them.
 	Warnings []Problem
+
+	// ForwardAuth is the forward-auth decision listener (off by default).
+	ForwardAuth ForwardAuth
+	// EnvoyRLS is the Envoy rate limit service listener (off by default).
+	EnvoyRLS EnvoyRLS
 }
 
 // TLS is a certificate and key pair (PEM files, paths resolved against the
@@ -263,4 +268,48 @@ type Match struct {
 	PathPrefix string
 	PathRegex  *regexp.Regexp
 	Methods    []string // upper case; empty = any
+}
+
+// ForwardAuth is `forward_auth:`: a listener that decides requests other
+// proxies describe (nginx auth_request, Traefik ForwardAuth, Caddy
+// forward_auth) and answers 200 or the refusal, forwarding nothing.
+type ForwardAuth struct {
+	// Listen is its address ("" = off, the default); never the public one.
+	Listen string
+	// RefusedStatus is the status of a refusal (0 = response.status): 403
+	// for callers that pass only 2xx, 401 and 403 on (nginx auth_request).
+	RefusedStatus int
+}
+
+// EnvoyRLS is `envoy_rls:`: a gRPC listener serving Envoy's
+// envoy.service.ratelimit.v3.RateLimitService, its descriptors mapped to
+// policies by Mappings.
+type EnvoyRLS struct {
+	// Listen is its address ("" = off, the default).
+	Listen string
+	// Mappings in file order; a descriptor takes the first that matches.
+	Mappings []*RLSMapping
+}
+
+// RLSMapping maps the descriptors of one domain with one shape (keys in
+// order, some values fixed) to policies. The descriptor's other values are
+// the client id: each distinct tuple has its own state in every policy.
+type RLSMapping struct {
+	// Name labels the mapping in metrics (`route`) and logs.
+	Name string
+	// Domain is the RateLimitRequest domain it serves.
+	Domain string
+	// Entries is the descriptor's shape: same keys, same order, same length.
+	Entries []RLSEntry
+	// Policies decide each matching descriptor, atomically with the
+	// request's other descriptors.
+	Policies []string
+}
+
+// RLSEntry is one descriptor entry of a mapping: Key must match, and Value
+// too when HasValue (otherwise any value, which becomes part of the key).
+type RLSEntry struct {
+	Key      string
+	Value    string
+	HasValue bool
 }

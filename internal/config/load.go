@@ -185,7 +185,8 @@ func (l *loader) top(root *yaml.Node) {
 		line = root.Line
 	}
 	o := l.object(root, "", line, "listen", "admin_listen", "tls", "log", "server", "store",
-		"real_ip", "jwt", "upstreams", "policies", "plans", "routes", "response", "quota_endpoint")
+		"real_ip", "jwt", "upstreams", "policies", "plans", "routes", "response", "quota_endpoint",
+		"forward_auth", "envoy_rls")
 	c := l.c
 	if n := o.get("listen"); n != nil {
 		if s, ok := l.hostPort(n, "listen"); ok {
@@ -236,6 +237,7 @@ func (l *loader) top(root *yaml.Node) {
 		c.Plans[e.name] = l.plans(e)
 	}
 	l.routes(o)
+	l.integrations(o)
 	l.warnCredentials(o)
 }
 

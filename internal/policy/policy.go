@@ -189,6 +189,7 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 		}
 		l.routes = append(l.routes, rt)
 	}
+	l.mappingCounters(cfg)
 	return l, nil
 }
 

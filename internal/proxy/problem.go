@@ -19,6 +19,10 @@ const (
 	problemBadGateway                      // upstream unreachable or failed: 502
 	problemQuotaLimited                    // the quota endpoint itself is rate limited: 429
 	problemBodyTimeout                     // the client stalled sending its body: 408
+
+	// The decision listeners' own answers (package forwardauth).
+	problemUntrustedCaller // the caller is not a trusted proxy: 403
+	problemNotDescribed    // a forward-auth request names no original request: 400
 )
 
 // problems holds each kind's RFC 9457 type, title and status. Types are
@@ -34,6 +38,9 @@ var problems = [...]struct {
 	problemBadGateway:   {"urn:rlproxy:problem:bad-gateway", "Bad Gateway", "the upstream could not be reached or failed", http.StatusBadGateway},
 	problemQuotaLimited: {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "the quota endpoint is asked too often", http.StatusTooManyRequests},
 	problemBodyTimeout:  {"urn:rlproxy:problem:body-timeout", "Request Timeout", "the request body stalled for longer than server.body_timeout", http.StatusRequestTimeout},
+
+	problemUntrustedCaller: {"urn:rlproxy:problem:untrusted-caller", "Forbidden", "only proxies in real_ip.trusted_proxies may ask this listener", http.StatusForbidden},
+	problemNotDescribed:    {"urn:rlproxy:problem:no-original-request", "Bad Request", "want X-Forwarded-Uri or X-Original-URI naming the original request", http.StatusBadRequest},
 }
 
 // writeProblem is the one place rlproxy answers in its own name. For

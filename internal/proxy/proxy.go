@@ -88,6 +88,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	up := rt.upstreams[route.Name]
+	if up == nil { // a decision-service route (no upstream): the proxy has nowhere to send it
+		writeProblem(w, r, problemNoRoute, nil, nil)
+		return
+	}
 	if t := rt.Config.Server.BodyTimeout; t > 0 && r.Body != nil && r.Body != http.NoBody {
 		r = withIdleTimeoutBody(w, r, t)
 	}
@@ -98,23 +102,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	res := s.results.Get().(*policy.Result)
 	defer s.results.Put(res)
-	start := time.Now()
-	_ = rt.Limiter.Decide(r.Context(), route, r, ip, res)
-	if s.metrics != nil {
-		s.metrics.ObserveDecision(time.Since(start))
-	}
-
-	switch res.Outcome {
-	case policy.Unavailable:
-		writeProblem(w, r, problemUnavailable, nil, nil)
-		return
-	case policy.Refuse:
-		setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
-		s.logRefusal(route, res)
-		writeProblem(w, r, problemRateLimited, rt, res)
+	if !s.decide(w, r, rt, route, ip, res) {
 		return
 	}
-	setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
 	// Leases are held from the decision on: renewed through a leaky-bucket
 	// wait too, and released even when the request is refused for waiting
 	// too long or the client leaves during its wait.
@@ -127,6 +117,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	up.limited.ServeHTTP(w, r)
+}
+
+// decide asks route's policies about r from client ip into res. It
+// answers a refusal (response.status) or an outage (503) itself and
+// returns false; an allowed request gets its quota headers and true.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, rt *Runtime, route *policy.Route, ip netip.Addr, res *policy.Result) bool {
+	start := time.Now()
+	_ = rt.Limiter.Decide(r.Context(), route, r, ip, res)
+	if s.metrics != nil {
+		s.metrics.ObserveDecision(time.Since(start))
+	}
+	switch res.Outcome {
+	case policy.Unavailable:
+		writeProblem(w, r, problemUnavailable, nil, nil)
+		return false
+	case policy.Refuse:
+		setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
+		s.logRefusal(route, res)
+		writeProblem(w, r, problemRateLimited, rt, res)
+		return false
+	}
+	setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
+	return true
 }
 
 // wait holds the request for res.Wait (leaky-bucket shaping, nginx

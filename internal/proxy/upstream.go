@@ -46,6 +46,9 @@ func NewRuntime(cfg *config.Config, limiter *policy.Limiter, m *metrics.Metrics,
 	// upstream errors are counted per route.
 	for _, route := range limiter.Routes() {
 		u := cfg.Upstreams[route.Upstream]
+		if u == nil { // a route of a decision service only (listen: ""): nothing to forward to
+			continue
+		}
 		if u.Builtin == "echo" {
 			rt.upstreams[route.Name] = &upstream{plain: echoHandler{ri}, limited: echoHandler{ri}}
 			continue

@@ -27,6 +27,7 @@ import (
 
 	"rlproxy/internal/admin"
 	"rlproxy/internal/config"
+	"rlproxy/internal/envoyrls"
 	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
@@ -76,6 +77,12 @@ type App struct {
 	watcher *reload.Watcher
 	stop    context.CancelFunc
 	served  chan error
+
+	// The decision interfaces (nil when off): forward-auth and Envoy RLS.
+	fa    *http.Server
+	faLn  net.Listener
+	rls   *envoyrls.Service
+	rlsLn net.Listener
 }
 
 // New loads the configuration at path and builds everything but the
@@ -105,6 +112,10 @@ func New(path string, opts Options) (*App, error) {
 		return nil, err
 	}
 	a.srv = proxy.New(rt, a.metrics, a.log)
+	if cfg.EnvoyRLS.Listen != "" {
+		a.rls = envoyrls.New(a.metrics, a.log)
+		a.rls.Swap(cfg, rt.Limiter)
+	}
 	a.metrics.ConfigLoaded(time.Now())
 	return a, nil
 }
@@ -129,8 +140,22 @@ func (a *App) Config() *config.Config {
 	return a.cfg
 }
 
-// Addr is the public listener's address once Start has returned.
-func (a *App) Addr() string { return a.ln.Addr().String() }
+// Addr is the public listener's address once Start has returned, or ""
+// when it is off (listen: "", a decision service only).
+func (a *App) Addr() string { return addrOf(a.ln) }
+
+// ForwardAuthAddr is the forward-auth listener's address, or "" when off.
+func (a *App) ForwardAuthAddr() string { return addrOf(a.faLn) }
+
+// EnvoyRLSAddr is the Envoy rate limit service's address, or "" when off.
+func (a *App) EnvoyRLSAddr() string { return addrOf(a.rlsLn) }
+
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}
 
 // AdminAddr is the admin listener's address, or "" when disabled.
 func (a *App) AdminAddr() string {
@@ -152,22 +177,15 @@ func (a *App) Start() error {
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := a.listenPublic(cfg)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
-	}
-	if cfg.TLS != nil {
-		if err := a.loadCert(cfg.TLS); err != nil {
-			ln.Close()
-			return err
-		}
-		ln = tls.NewListener(ln, &tls.Config{
-			MinVersion:     tls.VersionTLS12,
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return a.cert.Load(), nil },
-			NextProtos:     []string{"h2", "http/1.1"},
-		})
+		return err
 	}
 	a.ln = ln
+	if err := a.startDecisionListeners(cfg); err != nil {
+		a.closeListeners()
+		return err
+	}
 	if cfg.AdminListen != "" {
 		opts := []admin.Option{admin.WithLogger(a.log)}
 		// RLPROXY_PPROF=1 adds /debug/pprof/ to the admin listener
@@ -177,22 +195,26 @@ func (a *App) Start() error {
 		}
 		a.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil }, opts...)
 		if err := a.adm.Start(); err != nil {
-			ln.Close()
+			a.closeListeners()
 			return fmt.Errorf("starting admin listener: %w", err)
 		}
 	}
 	w, err := reload.New(reload.Options{Path: a.path, Extra: a.extraFiles, Debounce: a.opts.Debounce, Reload: a.Reload, Logger: a.log})
 	if err != nil {
-		ln.Close()
+		a.closeListeners()
 		return err
 	}
 	a.watcher = w
 	ctx, stop := context.WithCancel(context.Background())
 	a.stop = stop
 	go w.Run(ctx)
-	a.served = make(chan error, 1)
-	go func() { a.served <- a.hs.Serve(ln) }()
-	a.log.Info("rlproxy serving", "listen", a.Addr(), "admin", a.AdminAddr(), "store", cfg.Store.Type,
+	a.served = make(chan error, 3)
+	if ln != nil {
+		go func() { a.served <- a.hs.Serve(ln) }()
+	}
+	a.serveDecisionListeners()
+	a.log.Info("rlproxy serving", "listen", a.Addr(), "admin", a.AdminAddr(),
+		"forward_auth", a.ForwardAuthAddr(), "envoy_rls", a.EnvoyRLSAddr(), "store", cfg.Store.Type,
 		"routes", len(cfg.Routes), "policies", len(cfg.Policies), "version", a.opts.Version)
 	return nil
 }
@@ -227,6 +249,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	if a.hs != nil {
 		err = a.hs.Shutdown(ctx)
 	}
+	a.shutdownDecisionListeners(ctx)
 	if a.adm != nil {
 		_ = a.adm.Shutdown(ctx)
 	}
@@ -376,8 +399,9 @@ func (a *App) Reload(reason string) {
 		a.log.Info("config unchanged; not reloading", "reason", reason)
 		return
 	}
-	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen || (cfg.TLS == nil) != (old.TLS == nil) || cfg.Log.Format != old.Log.Format {
-		a.log.Warn("listen, admin_listen, log.format and turning tls on or off take effect on restart only")
+	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen || (cfg.TLS == nil) != (old.TLS == nil) || cfg.Log.Format != old.Log.Format ||
+		cfg.ForwardAuth.Listen != old.ForwardAuth.Listen || cfg.EnvoyRLS.Listen != old.EnvoyRLS.Listen {
+		a.log.Warn("listen, admin_listen, forward_auth.listen, envoy_rls.listen, log.format and turning tls on or off take effect on restart only")
 	}
 	rt, err := a.build(cfg)
 	if err != nil {
@@ -388,6 +412,9 @@ func (a *App) Reload(reason string) {
 		a.cert.Store(cert) // only with the config it belongs to
 	}
 	prev := a.srv.Swap(rt)
+	if a.rls != nil {
+		a.rls.Swap(cfg, rt.Limiter)
+	}
 	a.level.Set(cfg.Log.Level)
 	a.warn(cfg)
 	a.metrics.ConfigReload(true, now)
