@@ -23,7 +23,7 @@ mkdir -p "$bin" "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "== building rlproxy, rlsbench and envoyproxy/ratelimit@${BENCH_RATELIMIT_VERSION:-latest}"
-(cd "$root" && go build -o "$bin/rlproxy" ./cmd/rlproxy && go build -o "$bin/rlsbench" ./bench/cmd/rlsbench)
+(cd "$root" && go build -o "$bin/rlproxy" ./cmd/rlproxy) && (cd "$root/bench" && go build -o "$bin/rlsbench" ./cmd/rlsbench)
 (cd "$tmp" && GOBIN="$tmp" GOFLAGS=-mod=mod go install "github.com/envoyproxy/ratelimit/src/service_cmd@${BENCH_RATELIMIT_VERSION:-latest}")
 "$bin/rlsbench" -rlproxy "$bin/rlproxy" -ratelimit "$tmp/service_cmd" \
   -duration "${BENCH_RLS_DURATION:-5s}" -workers "${BENCH_RLS_WORKERS:-32}" -keys "${BENCH_RLS_KEYS:-1000}" \
