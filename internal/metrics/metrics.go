@@ -47,6 +47,7 @@ type Metrics struct {
 	storeDuration    prometheus.Histogram
 	delay            prometheus.Histogram
 	waiting          prometheus.Gauge
+	waitingLimit     prometheus.Gauge
 	breakerOpen      prometheus.Gauge
 	localRefusals    prometheus.Counter
 	shapingRefusals  *prometheus.CounterVec
@@ -102,6 +103,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 			Name: "rlproxy_waiting_requests",
 			Help: "Requests currently held in a leaky-bucket delay.",
 		}),
+		waitingLimit: newWaitingLimit(),
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rlproxy_breaker_open",
 			Help: "1 while the store circuit breaker is open (store skipped, fail modes applied), else 0.",
@@ -140,7 +142,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 
 	reg.MustRegister(
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
-		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.breakerOpen,
+		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.waitingLimit, m.breakerOpen,
 		m.localRefusals, m.shapingRefusals, reloads, m.lastReload, buildInfo, m.memory,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

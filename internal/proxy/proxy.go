@@ -58,6 +58,9 @@ func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 // close once in-flight requests are done).
 func (s *Server) Swap(rt *Runtime) *Runtime {
 	prev := s.rt.Swap(rt)
+	if s.metrics != nil {
+		s.metrics.SetWaitingLimit(rt.Config.Server.MaxWaiting)
+	}
 	// A new sampler only when the rate changed: an unchanged one keeps its
 	// second's budget and its count of suppressed lines across reloads.
 	if prev == nil || s.refusal.Load() == nil || prev.Config.Log.RefusalsPerSecond != rt.Config.Log.RefusalsPerSecond {
