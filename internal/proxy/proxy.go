@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/live"
 	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
@@ -43,6 +44,7 @@ type Server struct {
 	refusal atomic.Pointer[logging.RefusalSampler]
 	waiting atomic.Int64 // requests currently held in delay
 	results sync.Pool    // *policy.Result
+	live    *live.Recorder // the admin page's live view; nil records nothing
 }
 
 // New returns a Server serving rt.
@@ -103,6 +105,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.metrics != nil {
 		s.metrics.ObserveDecision(time.Since(start))
 	}
+	s.live.Observe(route, res)
 
 	switch res.Outcome {
 	case policy.Unavailable:
