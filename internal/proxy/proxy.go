@@ -42,8 +42,8 @@ type Server struct {
 	log     *slog.Logger
 	// refusal is swapped by reloads while requests read it.
 	refusal atomic.Pointer[logging.RefusalSampler]
-	waiting atomic.Int64 // requests currently held in delay
-	results sync.Pool    // *policy.Result
+	waiting atomic.Int64   // requests currently held in delay
+	results sync.Pool      // *policy.Result
 	live    *live.Recorder // the admin page's live view; nil records nothing
 }
 
