@@ -42,9 +42,11 @@ type Server struct {
 	log     *slog.Logger
 	// refusal is swapped by reloads while requests read it.
 	refusal atomic.Pointer[logging.RefusalSampler]
-	waiting atomic.Int64   // requests currently held in delay
-	results sync.Pool      // *policy.Result
-	live    *live.Recorder // the admin page's live view; nil records nothing
+	waiting atomic.Int64 // requests currently held in delay
+	results sync.Pool    // *policy.Result
+
+	// live is the admin page's live view; nil records nothing.
+	live *live.Recorder
 }
 
 // New returns a Server serving rt.
