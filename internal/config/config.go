@@ -55,6 +55,9 @@ type Config struct {
 	// header with no trusted proxies, unverified JWT claims, the built-in
 	// key-hash secret); `rlproxy validate` prints them, serving logs them.
 	Warnings []Problem
+
+	// Admin configures the admin page on admin_listen.
+	Admin Admin
 }
 
 // TLS is a certificate and key pair (PEM files, paths resolved against the

@@ -185,7 +185,7 @@ func (l *loader) top(root *yaml.Node) {
 		line = root.Line
 	}
 	o := l.object(root, "", line, "listen", "admin_listen", "tls", "log", "server", "store",
-		"real_ip", "jwt", "upstreams", "policies", "plans", "routes", "response", "quota_endpoint")
+		"real_ip", "jwt", "upstreams", "policies", "plans", "routes", "response", "quota_endpoint", "admin")
 	c := l.c
 	if n := o.get("listen"); n != nil {
 		if s, ok := l.hostPort(n, "listen"); ok {
@@ -237,6 +237,7 @@ func (l *loader) top(root *yaml.Node) {
 	}
 	l.routes(o)
 	l.warnCredentials(o)
+	l.admin(o)
 }
 
 // keyLine is the line of field name's key in o, or o's own line when absent.
