@@ -31,6 +31,9 @@ type Server struct {
 	srv  *http.Server
 	log  *slog.Logger
 	ln   net.Listener // set by Start
+	// loopback reports that ln is on a loopback address (set by Start),
+	// which lets the admin page be served without basic_auth.
+	loopback bool
 }
 
 // Option configures a Server.
@@ -98,6 +101,7 @@ func (s *Server) Start() error {
 		return fmt.Errorf("listening on admin address %s: %w", s.addr, err)
 	}
 	s.ln = ln
+	s.loopback = isLoopback(ln.Addr())
 	go func() {
 		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("admin server stopped", "err", err)

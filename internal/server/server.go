@@ -27,6 +27,7 @@ import (
 
 	"rlproxy/internal/admin"
 	"rlproxy/internal/config"
+	"rlproxy/internal/live"
 	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
@@ -76,6 +77,12 @@ type App struct {
 	watcher *reload.Watcher
 	stop    context.CancelFunc
 	served  chan error
+
+	// live feeds the admin page (rates, top refused clients); started and
+	// reloadStatus (guarded by mu) are shown in its overview.
+	live         *live.Recorder
+	started      time.Time
+	reloadStatus reloadStatus
 }
 
 // New loads the configuration at path and builds everything but the
@@ -104,7 +111,12 @@ func New(path string, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.live = live.New(time.Now)
+	a.live.Configure(cfg)
 	a.srv = proxy.New(rt, a.metrics, a.log)
+	a.srv.Record(a.live)
+	a.started = time.Now()
+	a.setReloadStatus(a.started, nil)
 	a.metrics.ConfigLoaded(time.Now())
 	return a, nil
 }
@@ -169,7 +181,7 @@ func (a *App) Start() error {
 	}
 	a.ln = ln
 	if cfg.AdminListen != "" {
-		opts := []admin.Option{admin.WithLogger(a.log)}
+		opts := []admin.Option{admin.WithLogger(a.log), admin.WithPage(a.pageSource())}
 		// RLPROXY_PPROF=1 adds /debug/pprof/ to the admin listener
 		// (README.md, "Configuration reference"): opt-in, because profiles expose internals.
 		if os.Getenv("RLPROXY_PPROF") == "1" {
@@ -190,6 +202,7 @@ func (a *App) Start() error {
 	ctx, stop := context.WithCancel(context.Background())
 	a.stop = stop
 	go w.Run(ctx)
+	go a.live.Run(ctx.Done())
 	a.served = make(chan error, 1)
 	go func() { a.served <- a.hs.Serve(ln) }()
 	a.log.Info("rlproxy serving", "listen", a.Addr(), "admin", a.AdminAddr(), "store", cfg.Store.Type,
@@ -370,6 +383,7 @@ func (a *App) Reload(reason string) {
 		if cur := a.cert.Load(); cert != nil && cur != nil && !bytes.Equal(cur.Certificate[0], cert.Certificate[0]) {
 			a.cert.Store(cert)
 			a.metrics.ConfigReload(true, now)
+			a.setReloadStatus(now, nil)
 			a.log.Info("TLS certificate reloaded", "reason", reason)
 			return
 		}
@@ -387,10 +401,12 @@ func (a *App) Reload(reason string) {
 	if cert != nil {
 		a.cert.Store(cert) // only with the config it belongs to
 	}
+	a.live.Configure(cfg)
 	prev := a.srv.Swap(rt)
 	a.level.Set(cfg.Log.Level)
 	a.warn(cfg)
 	a.metrics.ConfigReload(true, now)
+	a.setReloadStatus(now, nil)
 	a.log.Info("config reloaded", "reason", reason, "routes", len(cfg.Routes), "policies", len(cfg.Policies))
 	time.AfterFunc(cfg.Server.ShutdownTimeout, prev.Close)
 }
@@ -404,6 +420,7 @@ func (a *App) warn(cfg *config.Config) {
 
 func (a *App) refuse(reason string, now time.Time, err error) {
 	a.metrics.ConfigReload(false, now)
+	a.setReloadStatus(now, err)
 	a.log.Error("config reload refused; keeping the running configuration", "reason", reason, "err", err.Error())
 }
 
