@@ -28,6 +28,8 @@ type lookupView struct {
 type quotaRow struct {
 	Policy, Client             string
 	Limit, Remaining, ResetSec int64
+	// NoIP marks an IP-keyed policy looked up without an address.
+	NoIP bool
 }
 
 // lookup computes the quota of the client named by key (an IP address or
@@ -61,7 +63,8 @@ func (p *page) lookup(ctx context.Context, rt *proxy.Runtime, q url.Values) look
 	ans := rt.Quota(ctx, []*policy.Route{route}, r, ip, new(policy.Result))
 	for _, qp := range ans.Policies {
 		v.Rows = append(v.Rows, quotaRow{Policy: qp.Name, Client: p.display(rt.Config, qp.Client),
-			Limit: qp.Limit, Remaining: qp.Remaining, ResetSec: qp.Reset})
+			Limit: qp.Limit, Remaining: qp.Remaining, ResetSec: qp.Reset,
+			NoIP: ip.IsUnspecified() && strings.HasPrefix(qp.Client, "ip:")})
 	}
 	if len(v.Rows) == 0 {
 		v.Error = "no policy of this route applies to this client, or the store did not answer"

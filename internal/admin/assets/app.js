@@ -38,12 +38,7 @@
       line.setAttribute('points', pts.join(' '));
       svg.appendChild(line);
     }
-    const label = document.createElementNS(NS, 'text');
-    label.setAttribute('class', 'axis');
-    label.setAttribute('x', '2');
-    label.setAttribute('y', '9');
-    label.textContent = top + ' r/s';
-    svg.appendChild(label);
+    return top;
   }
 
   function topLists(snap) {
@@ -77,7 +72,8 @@
       const rr = snap.routes.find((r) => r.name === art.dataset.route);
       if (!rr) continue;
       for (const k of KINDS) art.querySelector('.rate-' + k).textContent = String(mean(rr[k]));
-      chart(art.querySelector('svg.chart'), rr);
+      const top = chart(art.querySelector('svg.chart'), rr);
+      art.querySelector('.peak').textContent = 'scale: 0 to ' + top + ' r/s, last ' + rr.at.length + ' s';
     }
     topLists(snap);
     document.body.dataset.updated = String(snap.now);
