@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -140,5 +141,29 @@ func TestAdminPageEscapes(t *testing.T) {
 	hashed := snap.Top[0].Clients[0].ID
 	if !strings.HasPrefix(hashed, "ip#") || !strings.Contains(body, `<td class="client">`+hashed+`</td>`) {
 		t.Errorf("top client %q: want an ip# hash, the same as the lookup of 127.0.0.9 shows:\n%s", hashed, body)
+	}
+}
+
+// TestAdminPageShowsReloadError: a refused reload is on the page with its
+// FILE:LINE: field: message, and the running configuration is still listed.
+func TestAdminPageShowsReloadError(t *testing.T) {
+	up := rlproxytest.NewUpstream(t)
+	in := rlproxytest.Start(t, storeYAML(t, "memory")+strings.Replace(adminPageCfg, "%q", `"`+up.URL+`"`, 1))
+	_, body := adminGet(t, in, "/", "", "")
+	if !strings.Contains(body, `<span class="good">ok</span>`) {
+		t.Fatalf("a fresh start does not read ok:\n%s", body)
+	}
+	bad := strings.Replace(adminPageCfg, "burst: 2", "burst: -2", 1)
+	if err := os.WriteFile(in.ConfigPath, []byte("admin_listen: \"127.0.0.1:0\"\nlisten: \"127.0.0.1:0\"\n"+storeYAML(t, "memory")+strings.Replace(bad, "%q", `"`+up.URL+`"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in.App.Reload("test")
+	_, body = adminGet(t, in, "/", "", "")
+	want := in.ConfigPath + ":6: policies.per_ip.burst: -2: want a whole number from 1 to 1000000"
+	if !strings.Contains(body, `<strong class="bad">refused</strong>`) || !strings.Contains(body, want) {
+		t.Errorf("page after a refused reload: want %q in:\n%s", want, body)
+	}
+	if !strings.Contains(body, `<td class="limits">token bucket 1 r/m (burst 2)</td>`) {
+		t.Errorf("the running configuration's limits are gone from the page:\n%s", body)
 	}
 }
