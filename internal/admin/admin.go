@@ -1,6 +1,7 @@
 // Package admin serves rlproxy's operational endpoints on their own listener
 // (CONFIG-SPEC admin_listen, never the public port): /metrics, /healthz,
-// /readyz and, when enabled, /debug/pprof/.
+// /readyz, the admin page (page.go: GET /, /api/stats, /static/) and, when
+// enabled, /debug/pprof/.
 //
 // /healthz means "the process serves HTTP" (a liveness probe). /readyz means
 // "a config is loaded" (a readiness probe); store health is deliberately a
