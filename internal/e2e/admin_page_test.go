@@ -126,7 +126,7 @@ func TestAdminPageEscapes(t *testing.T) {
 		t.Errorf("the key is not (only) escaped in the page:\n%s", body)
 	}
 	// The credential's quota: 4 requests, the 2 refused by per_ip not
-	// charged to per_key (CONFIG-SPEC: a refused request is charged by none).
+	// charged to per_key (docs/CONTRACT.md: a refused request is charged by none).
 	if !strings.Contains(body, `<tr data-policy="per_key"><td>per_key</td>`) || !strings.Contains(body, `<td class="remaining">98</td>`) {
 		t.Errorf("lookup: want per_key with 98 remaining:\n%s", body)
 	}
