@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"html/template"
-	"io/fs"
 	"net"
 	"net/http"
 	"time"
@@ -62,7 +61,6 @@ type PageSource struct {
 type page struct {
 	src    PageSource
 	tmpl   *template.Template
-	static http.Handler
 	secret [32]byte // keys the hash of client addresses shown
 }
 
@@ -73,11 +71,13 @@ func WithPage(src PageSource) Option {
 	return func(s *Server, mux *http.ServeMux) {
 		p := &page{src: src, tmpl: template.Must(template.New("page.html").Funcs(funcs()).ParseFS(assets, "assets/page.html"))}
 		_, _ = rand.Read(p.secret[:])
-		sub, _ := fs.Sub(assets, "assets")
-		p.static = http.StripPrefix("/static/", http.FileServerFS(sub))
 		mux.Handle("GET /{$}", s.guard(src.Runtime, http.HandlerFunc(p.serveIndex)))
 		mux.Handle("GET /api/stats", s.guard(src.Runtime, http.HandlerFunc(p.serveStats)))
-		mux.Handle("GET /static/", s.guard(src.Runtime, p.static))
+		for _, f := range []string{"app.js", "style.css"} {
+			mux.Handle("GET /static/"+f, s.guard(src.Runtime, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.ServeFileFS(w, r, assets, "assets/"+f)
+			})))
+		}
 	}
 }
 

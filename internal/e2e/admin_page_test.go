@@ -71,6 +71,9 @@ func TestAdminPageAccess(t *testing.T) {
 					resp.Header.Get("Content-Security-Policy"), resp.Header.Get("X-Content-Type-Options"))
 			}
 		}
+		if resp, _ := adminGet(t, in, "/static/page.html", "", ""); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET /static/page.html: %d; want 404 (only the script and the style are served)", resp.StatusCode)
+		}
 		if !strings.Contains(admin.CSP, "script-src 'self'") || strings.Contains(admin.CSP, "unsafe-inline") {
 			t.Errorf("CSP %q: want script-src 'self' and no unsafe-inline", admin.CSP)
 		}

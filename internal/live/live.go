@@ -95,8 +95,8 @@ func (r *Recorder) Configure(cfg *config.Config) {
 
 // Observe records the decision res on route (after Limiter.Decide): one
 // allowed, delayed or refused request, and for a refusal the client of
-// every policy that refused it. It does not allocate; a nil Recorder
-// records nothing.
+// every policy that refused it; res nil is a request of a route without
+// policies, allowed. It does not allocate; a nil Recorder records nothing.
 func (r *Recorder) Observe(route *policy.Route, res *policy.Result) {
 	if r == nil {
 		return
@@ -106,6 +106,9 @@ func (r *Recorder) Observe(route *policy.Route, res *policy.Result) {
 		return
 	}
 	switch {
+	case res == nil:
+		rs.allowed.Add(1)
+		return
 	case res.Outcome == policy.Refuse:
 		rs.refused.Add(1)
 	case res.Outcome != policy.Pass:

@@ -32,6 +32,7 @@ policies:
 routes:
   - { name: api, upstream: app, policies: [per_ip], match: { path_prefix: /api } }
   - { name: slow, upstream: app, policies: [shape] }
+  - { name: open, upstream: app }
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -68,12 +69,16 @@ func TestObserveAndSnapshot(t *testing.T) {
 	decide(api, "192.0.2.2") // allowed
 	decide(api, "192.0.2.2") // refused
 	decide(slow, "192.0.2.3")
-	decide(slow, "192.0.2.3") // delayed behind the first
+	decide(slow, "192.0.2.3")       // delayed behind the first
+	rec.Observe(l.Routes()[2], nil) // a route without policies: allowed
 	c.add(2 * time.Second)
 	rec.Sample()
 	s := rec.Snapshot(20, same)
-	if len(s.Routes) != 2 || s.Routes[0].Name != "api" || s.Routes[1].Name != "slow" {
-		t.Fatalf("routes %+v; want api, slow", s.Routes)
+	if len(s.Routes) != 3 || s.Routes[0].Name != "api" || s.Routes[1].Name != "slow" || s.Routes[2].Name != "open" {
+		t.Fatalf("routes %+v; want api, slow, open", s.Routes)
+	}
+	if o := s.Routes[2]; fmt.Sprint(o.Allowed, o.Refused) != "[0.5] [0]" {
+		t.Errorf("open rates allowed/refused %v %v; want [0.5] [0]", o.Allowed, o.Refused)
 	}
 	if a := s.Routes[0]; fmt.Sprint(a.Allowed, a.Delayed, a.Refused) != "[2] [0] [3]" {
 		t.Errorf("api rates allowed/delayed/refused %v %v %v; want [2] [0] [3] (per second over 2 s)", a.Allowed, a.Delayed, a.Refused)

@@ -96,6 +96,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = withIdleTimeoutBody(w, r, t)
 	}
 	if !route.Limited() {
+		s.live.Observe(route, nil)
 		up.plain.ServeHTTP(w, r)
 		return
 	}
