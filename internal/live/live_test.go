@@ -22,7 +22,7 @@ func (c *clock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
 func newClock(t time.Time) *clock    { c := &clock{}; c.ns.Store(t.UnixNano()); return c }
 func same(id string) string          { return id }
-func limiter(t *testing.T) (*config.Config, *policy.Limiter) {
+func limiter(t testing.TB) (*config.Config, *policy.Limiter) {
 	t.Helper()
 	cfg, err := config.Parse("live.yaml", []byte(`
 upstreams: { app: { url: "http://127.0.0.1:1" } }
@@ -127,5 +127,32 @@ func TestClientID(t *testing.T) {
 		if got := ClientID(key); got != want {
 			t.Errorf("ClientID(%q) = %q; want %q", key, got, want)
 		}
+	}
+}
+
+// BenchmarkObserve is the request path's cost of the live view: an
+// allowed request (one atomic add) and a refusal (plus a top-K update).
+func BenchmarkObserve(b *testing.B) {
+	cfg, l := limiter(b)
+	rec := New(time.Now)
+	rec.Configure(cfg)
+	api := l.Routes()[0]
+	ip := netip.MustParseAddr("192.0.2.1")
+	for _, c := range []struct {
+		name string
+		n    int
+	}{{"allowed", 1}, {"refused", 8}} { // burst 2: the 1st request passes, the 8th is refused
+		var res policy.Result
+		for range c.n {
+			if err := l.Decide(context.Background(), api, httptest.NewRequest("GET", "/api", nil), ip, &res); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rec.Observe(api, &res)
+			}
+		})
 	}
 }
