@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,17 +138,17 @@ func (tr *adminTraffic) get(c *http.Client, url, key string) int {
 	return resp.StatusCode
 }
 
-// refusedRate is the attacker's 429s per second over the span before end.
-func (tr *adminTraffic) refusedRate(end time.Time, span time.Duration) float64 {
+// refusedRate is the attacker's 429s per second between from and to.
+func (tr *adminTraffic) refusedRate(from, to time.Time) float64 {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	n := 0
 	for _, at := range tr.refusedAt {
-		if at.After(end.Add(-span)) && !at.After(end) {
+		if at.After(from) && !at.After(to) {
 			n++
 		}
 	}
-	return float64(n) / span.Seconds()
+	return float64(n) / to.Sub(from).Seconds()
 }
 
 // TestAdminPageInBrowser loads the admin page in headless Chromium against
@@ -172,8 +173,8 @@ func TestAdminPageInBrowser(t *testing.T) {
 
 	// Let 7 s of steady traffic through, then read the live figures.
 	time.Sleep(7 * time.Second)
-	at, refused, first, count := livePageFigures(t, ctx)
-	script := tr.refusedRate(at, 5*time.Second)
+	from, to, refused, first, count := livePageFigures(t, ctx)
+	script := tr.refusedRate(from, to)
 	page, _ := strconv.ParseFloat(refused, 64)
 	t.Logf("login refused/s: page %s, script %.1f; top refused %s (%s)", refused, script, first, count)
 	if script < 50 || math.Abs(page-script) > 0.2*script {
@@ -198,6 +199,27 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if scripts, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.scripts.length`)); err != nil || scripts != 1 {
 		t.Errorf("%d script elements in the page (%v); want only /static/app.js", scripts, err)
 	}
+	checkLookupEscapes(t, ctx, in.AdminURL)
+}
+
+// checkLookupEscapes looks up a key that is a script: the browser must
+// show it as text (in the form and the answer) and run nothing of it.
+func checkLookupEscapes(t *testing.T, ctx context.Context, adminURL string) {
+	t.Helper()
+	const evil = `<script>window.pwned=1</script><img src=x onerror="window.pwned=2">`
+	u := adminURL + "/?route=api&key=" + url.QueryEscape(evil)
+	if err := chromedp.Do(ctx, chromedp.Navigate(u), chromedp.WaitVisible(chromedp.CSS(`#quota-result`))); err != nil {
+		t.Fatal(err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[String(window.pwned), String(document.scripts.length),
+		String(document.images.length), document.querySelector('input[name="key"]').value,
+		document.querySelector('#quota-result code.asked').textContent]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"undefined", "1", "0", evil, evil}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("page for a key holding markup: window.pwned, scripts, images, input, echo = %q; want %q", got, want)
+	}
 }
 
 // checkPageLimits checks each route's policies' limits as the page lists them.
@@ -221,32 +243,36 @@ func checkPageLimits(t *testing.T, ctx context.Context) {
 }
 
 // livePageFigures waits for the page's script to draw its next poll, then
-// reads what it drew: the poll's time (body[data-updated]), the login
-// route's refused per second, and the first client of login_ip's top
-// refused list with its count.
-func livePageFigures(t *testing.T, ctx context.Context) (at time.Time, refused, first, count string) {
+// reads what it drew: the span the login route's refused per second
+// averages (its data-rate-from/-to), that figure, and the first client of
+// login_ip's top refused list with its count.
+func livePageFigures(t *testing.T, ctx context.Context) (from, to time.Time, refused, first, count string) {
 	t.Helper()
 	body := chromedp.CSS("body")
 	prev, err := chromedp.Run(ctx, chromedp.AttributeValue(body, "data-updated"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var updated string
 	e2eWaitFor(t, 100*time.Millisecond, "the page's next poll", func() bool {
 		a, err := chromedp.Run(ctx, chromedp.AttributeValue(body, "data-updated"))
-		updated = a.Value
 		return err == nil && a.Exists && a.Value != prev.Value
 	})
-	// One script: the three reads see the same poll (it redraws at once).
+	// One script: the reads see the same poll (it redraws at once).
 	figures, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[
+		document.querySelector('article.route[data-route="login"]').dataset.rateFrom,
+		document.querySelector('article.route[data-route="login"]').dataset.rateTo,
 		document.querySelector('article.route[data-route="login"] .rate-refused').textContent,
 		document.querySelector('#top-lists table.top[data-policy="login_ip"] tbody tr td.client').textContent,
 		document.querySelector('#top-lists table.top[data-policy="login_ip"] tbody tr td.count').textContent]`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, _ := strconv.ParseInt(updated, 10, 64)
-	return time.UnixMilli(ms), figures[0], figures[1], figures[2]
+	fromMs, _ := strconv.ParseInt(figures[0], 10, 64)
+	toMs, _ := strconv.ParseInt(figures[1], 10, 64)
+	if toMs-fromMs < 4000 {
+		t.Fatalf("the page averages %v..%v; want about 5 s", figures[0], figures[1])
+	}
+	return time.UnixMilli(fromMs), time.UnixMilli(toMs), figures[2], figures[3], figures[4]
 }
 
 // lookupInPage submits the quota lookup form and returns the remaining

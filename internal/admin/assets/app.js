@@ -72,6 +72,11 @@
       const rr = snap.routes.find((r) => r.name === art.dataset.route);
       if (!rr) continue;
       for (const k of KINDS) art.querySelector('.rate-' + k).textContent = String(mean(rr[k]));
+      const n = rr.at.length;
+      if (n > RATE_SECONDS) { // the span the figures average, Unix ms
+        art.dataset.rateFrom = String(rr.at[n - 1 - RATE_SECONDS]);
+        art.dataset.rateTo = String(rr.at[n - 1]);
+      }
       const top = chart(art.querySelector('svg.chart'), rr);
       art.querySelector('.peak').textContent = 'scale: 0 to ' + top + ' r/s, last ' + rr.at.length + ' s';
     }
