@@ -35,9 +35,9 @@ routes:
   - { name: web, upstream: app, policies: [web_ip] }
 `
 
-// chromium returns the browser binary, or skips the test (fails it with
+// adminChromium returns the browser binary, or skips the test (fails it with
 // RLPROXY_REQUIRE_TOOLS=1, as scripts/test.sh sets).
-func chromium(t *testing.T) string {
+func adminChromium(t *testing.T) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -51,11 +51,11 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// browser starts a headless Chromium and returns a tab's context.
-func browser(t *testing.T) context.Context {
+// adminBrowser starts a headless Chromium and returns a tab's context.
+func adminBrowser(t *testing.T) context.Context {
 	t.Helper()
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium(t)),
+		chromedp.ExecPath(adminChromium(t)),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("no-default-browser-check", true),
@@ -159,7 +159,7 @@ func (tr *adminTraffic) refusedRate(from, to time.Time) float64 {
 // exactly what it has left. It saves a screenshot (RLPROXY_SCREENSHOT=FILE
 // copies it, e.g. to docs/admin-page.png).
 func TestAdminPageInBrowser(t *testing.T) {
-	ctx := browser(t)
+	ctx := adminBrowser(t)
 	up := rlproxytest.NewUpstream(t)
 	in := rlproxytest.Start(t, storeYAML(t, "memory")+fmt.Sprintf(adminBrowserCfg, up.URL))
 	tr := &adminTraffic{}
@@ -169,11 +169,11 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(in.AdminURL+"/"), chromedp.WaitVisible(chromedp.CSS("#routes"))); err != nil {
 		t.Fatalf("loading the page: %v", err)
 	}
-	checkPageLimits(t, ctx)
+	adminCheckLimits(t, ctx)
 
 	// Let 7 s of steady traffic through, then read the live figures.
 	time.Sleep(7 * time.Second)
-	from, to, refused, first, count := livePageFigures(t, ctx)
+	from, to, refused, first, count := adminLiveFigures(t, ctx)
 	script := tr.refusedRate(from, to)
 	page, _ := strconv.ParseFloat(refused, 64)
 	t.Logf("login refused/s: page %s, script %.1f; top refused %s (%s)", refused, script, first, count)
@@ -188,23 +188,23 @@ func TestAdminPageInBrowser(t *testing.T) {
 	tr.stopN.Store(true)
 	tr.wgN.Wait()
 	want := 1000 - tr.apiOK[5].Load()
-	if remaining := lookupInPage(t, ctx, "api", "key-05", "api_key"); remaining != strconv.FormatInt(want, 10) {
+	if remaining := adminLookup(t, ctx, "api", "key-05", "api_key"); remaining != strconv.FormatInt(want, 10) {
 		t.Errorf("quota lookup of key-05 on api shows %q remaining on api_key; want exactly %d (1000 − %d requests)", remaining, want, 1000-want)
 	}
 	time.Sleep(1500 * time.Millisecond) // one more poll draws the charts
-	savePageScreenshot(t, ctx)
+	adminScreenshot(t, ctx)
 	if n := tr.failed.Load(); n > 0 {
 		t.Errorf("%d requests of the traffic script failed in transport", n)
 	}
 	if scripts, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.scripts.length`)); err != nil || scripts != 1 {
 		t.Errorf("%d script elements in the page (%v); want only /static/app.js", scripts, err)
 	}
-	checkLookupEscapes(t, ctx, in.AdminURL)
+	adminCheckEscapes(t, ctx, in.AdminURL)
 }
 
-// checkLookupEscapes looks up a key that is a script: the browser must
+// adminCheckEscapes looks up a key that is a script: the browser must
 // show it as text (in the form and the answer) and run nothing of it.
-func checkLookupEscapes(t *testing.T, ctx context.Context, adminURL string) {
+func adminCheckEscapes(t *testing.T, ctx context.Context, adminURL string) {
 	t.Helper()
 	const evil = `<script>window.pwned=1</script><img src=x onerror="window.pwned=2">`
 	u := adminURL + "/?route=api&key=" + url.QueryEscape(evil)
@@ -222,8 +222,8 @@ func checkLookupEscapes(t *testing.T, ctx context.Context, adminURL string) {
 	}
 }
 
-// checkPageLimits checks each route's policies' limits as the page lists them.
-func checkPageLimits(t *testing.T, ctx context.Context) {
+// adminCheckLimits checks each route's policies' limits as the page lists them.
+func adminCheckLimits(t *testing.T, ctx context.Context) {
 	t.Helper()
 	wantLimits := map[string][]string{
 		"login": {"token bucket 20 r/s (burst 20)"},
@@ -242,11 +242,11 @@ func checkPageLimits(t *testing.T, ctx context.Context) {
 	}
 }
 
-// livePageFigures waits for the page's script to draw its next poll, then
+// adminLiveFigures waits for the page's script to draw its next poll, then
 // reads what it drew: the span the login route's refused per second
 // averages (its data-rate-from/-to), that figure, and the first client of
 // login_ip's top refused list with its count.
-func livePageFigures(t *testing.T, ctx context.Context) (from, to time.Time, refused, first, count string) {
+func adminLiveFigures(t *testing.T, ctx context.Context) (from, to time.Time, refused, first, count string) {
 	t.Helper()
 	body := chromedp.CSS("body")
 	prev, err := chromedp.Run(ctx, chromedp.AttributeValue(body, "data-updated"))
@@ -275,9 +275,9 @@ func livePageFigures(t *testing.T, ctx context.Context) (from, to time.Time, ref
 	return time.UnixMilli(fromMs), time.UnixMilli(toMs), figures[2], figures[3], figures[4]
 }
 
-// lookupInPage submits the quota lookup form and returns the remaining
+// adminLookup submits the quota lookup form and returns the remaining
 // count it shows for policy.
-func lookupInPage(t *testing.T, ctx context.Context, route, key, policy string) string {
+func adminLookup(t *testing.T, ctx context.Context, route, key, policy string) string {
 	t.Helper()
 	err := chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.CSS(`select[name="route"]`), route),
@@ -294,10 +294,10 @@ func lookupInPage(t *testing.T, ctx context.Context, route, key, policy string) 
 	return remaining
 }
 
-// savePageScreenshot writes the whole page as admin-page.png in the test's
+// adminScreenshot writes the whole page as admin-page.png in the test's
 // artifact directory (go test -artifacts keeps it) and, when
 // RLPROXY_SCREENSHOT names a file, there too.
-func savePageScreenshot(t *testing.T, ctx context.Context) {
+func adminScreenshot(t *testing.T, ctx context.Context) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
