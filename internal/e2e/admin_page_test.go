@@ -170,3 +170,17 @@ func TestAdminPageShowsReloadError(t *testing.T) {
 		t.Errorf("the running configuration's limits are gone from the page:\n%s", body)
 	}
 }
+
+// TestAdminPageOverviewValkey: on the Valkey store the overview names it,
+// its health and the circuit breaker's state.
+func TestAdminPageOverviewValkey(t *testing.T) {
+	up := rlproxytest.NewUpstream(t)
+	in := rlproxytest.Start(t, storeYAML(t, "valkey")+strings.Replace(adminPageCfg, "%q", `"`+up.URL+`"`, 1))
+	rlproxytest.Get(t, nil, in.URL+"/") // one round trip sets rlproxy_store_up
+	_, body := adminGet(t, in, "/", "", "")
+	for _, want := range []string{`<dd id="store">valkey · <span class="good">up</span></dd>`, `<dd id="breaker">closed</dd>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("overview on valkey: want %s in:\n%s", want, body)
+		}
+	}
+}
