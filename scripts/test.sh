@@ -15,6 +15,7 @@ command -v nginx >/dev/null || need+=(nginx-light)
 command -v caddy >/dev/null || need+=(caddy)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v chromium >/dev/null || need+=(chromium)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing ${need[*]}"

@@ -60,6 +60,8 @@ type Config struct {
 	ForwardAuth ForwardAuth
 	// EnvoyRLS is the Envoy rate limit service listener (off by default).
 	EnvoyRLS EnvoyRLS
+	// Admin configures the admin page on admin_listen.
+	Admin Admin
 }
 
 // TLS is a certificate and key pair (PEM files, paths resolved against the

@@ -186,7 +186,7 @@ func (l *loader) top(root *yaml.Node) {
 	}
 	o := l.object(root, "", line, "listen", "admin_listen", "tls", "log", "server", "store",
 		"real_ip", "jwt", "upstreams", "policies", "plans", "routes", "response", "quota_endpoint",
-		"forward_auth", "envoy_rls")
+		"forward_auth", "envoy_rls", "admin")
 	c := l.c
 	if n := o.get("listen"); n != nil {
 		if s, ok := l.hostPort(n, "listen"); ok {
@@ -239,6 +239,7 @@ func (l *loader) top(root *yaml.Node) {
 	l.routes(o)
 	l.integrations(o)
 	l.warnCredentials(o)
+	l.admin(o)
 }
 
 // keyLine is the line of field name's key in o, or o's own line when absent.

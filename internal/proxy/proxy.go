@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/live"
 	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
@@ -43,6 +44,9 @@ type Server struct {
 	refusal atomic.Pointer[logging.RefusalSampler]
 	waiting atomic.Int64 // requests currently held in delay
 	results sync.Pool    // *policy.Result
+
+	// live is the admin page's live view; nil records nothing.
+	live *live.Recorder
 }
 
 // New returns a Server serving rt.
@@ -99,6 +103,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = withIdleTimeoutBody(w, r, t)
 	}
 	if !route.Limited() {
+		s.live.Observe(route, nil)
 		up.plain.ServeHTTP(w, r)
 		return
 	}
@@ -131,6 +136,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, rt *Runtime, rou
 	if s.metrics != nil {
 		s.metrics.ObserveDecision(time.Since(start))
 	}
+	s.live.Observe(route, res)
 	switch res.Outcome {
 	case policy.Unavailable:
 		writeProblem(w, r, problemUnavailable, nil, nil)

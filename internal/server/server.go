@@ -28,6 +28,7 @@ import (
 	"rlproxy/internal/admin"
 	"rlproxy/internal/config"
 	"rlproxy/internal/envoyrls"
+	"rlproxy/internal/live"
 	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
@@ -83,6 +84,11 @@ type App struct {
 	faLn  net.Listener
 	rls   *envoyrls.Service
 	rlsLn net.Listener
+	// live feeds the admin page (rates, top refused clients); started and
+	// reloadStatus (guarded by mu) are shown in its overview.
+	live         *live.Recorder
+	started      time.Time
+	reloadStatus reloadStatus
 }
 
 // New loads the configuration at path and builds everything but the
@@ -111,11 +117,16 @@ func New(path string, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.live = live.New(time.Now)
+	a.live.Configure(cfg)
 	a.srv = proxy.New(rt, a.metrics, a.log)
 	if cfg.EnvoyRLS.Listen != "" {
 		a.rls = envoyrls.New(a.metrics, a.log)
 		a.rls.Swap(cfg, rt.Limiter)
 	}
+	a.srv.Record(a.live)
+	a.started = time.Now()
+	a.setReloadStatus(a.started, nil)
 	a.metrics.ConfigLoaded(time.Now())
 	return a, nil
 }
@@ -187,7 +198,7 @@ func (a *App) Start() error {
 		return err
 	}
 	if cfg.AdminListen != "" {
-		opts := []admin.Option{admin.WithLogger(a.log)}
+		opts := []admin.Option{admin.WithLogger(a.log), admin.WithPage(a.pageSource())}
 		// RLPROXY_PPROF=1 adds /debug/pprof/ to the admin listener
 		// (README.md, "Configuration reference"): opt-in, because profiles expose internals.
 		if os.Getenv("RLPROXY_PPROF") == "1" {
@@ -208,6 +219,7 @@ func (a *App) Start() error {
 	ctx, stop := context.WithCancel(context.Background())
 	a.stop = stop
 	go w.Run(ctx)
+	go a.live.Run(ctx.Done())
 	a.served = make(chan error, 3)
 	if ln != nil {
 		go func() { a.served <- a.hs.Serve(ln) }()
@@ -393,6 +405,7 @@ func (a *App) Reload(reason string) {
 		if cur := a.cert.Load(); cert != nil && cur != nil && !bytes.Equal(cur.Certificate[0], cert.Certificate[0]) {
 			a.cert.Store(cert)
 			a.metrics.ConfigReload(true, now)
+			a.setReloadStatus(now, nil)
 			a.log.Info("TLS certificate reloaded", "reason", reason)
 			return
 		}
@@ -411,6 +424,7 @@ func (a *App) Reload(reason string) {
 	if cert != nil {
 		a.cert.Store(cert) // only with the config it belongs to
 	}
+	a.live.Configure(cfg)
 	prev := a.srv.Swap(rt)
 	if a.rls != nil {
 		a.rls.Swap(cfg, rt.Limiter)
@@ -418,6 +432,7 @@ func (a *App) Reload(reason string) {
 	a.level.Set(cfg.Log.Level)
 	a.warn(cfg)
 	a.metrics.ConfigReload(true, now)
+	a.setReloadStatus(now, nil)
 	a.log.Info("config reloaded", "reason", reason, "routes", len(cfg.Routes), "policies", len(cfg.Policies))
 	time.AfterFunc(cfg.Server.ShutdownTimeout, prev.Close)
 }
@@ -431,6 +446,7 @@ func (a *App) warn(cfg *config.Config) {
 
 func (a *App) refuse(reason string, now time.Time, err error) {
 	a.metrics.ConfigReload(false, now)
+	a.setReloadStatus(now, err)
 	a.log.Error("config reload refused; keeping the running configuration", "reason", reason, "err", err.Error())
 }
 

@@ -146,14 +146,14 @@ func selected(ids, id string) bool {
 func startTargets(ctx context.Context, l *lab, specs []targetSpec, only, upstreamAddr string, progress func(string)) []*target {
 	var targets []*target
 	for _, s := range specs {
-		if !selected(only, strings.TrimSuffix(s.id, baseSuffix)) { // a twin follows its row
+		if !selected(only, strings.TrimSuffix(s.id, baseSuffix)) || (only == "" && s.optIn) { // a twin follows its row
 			continue
 		}
-		t := &target{ID: s.id, Name: s.name, Keys: s.keys}
+		t := &target{ID: s.id, Name: s.name, Keys: s.keys, PollPage: s.pollPage}
 		if s.kind == "direct" {
 			t.Status, t.URL = "ok", "http://"+upstreamAddr+"/"
 		} else {
-			l.startProxy(ctx, t, s.kind, s.conf, upstreamAddr, s.valkey)
+			l.startProxy(ctx, t, s.kind, s.conf, upstreamAddr, s.valkey, s.admin)
 		}
 		progress(fmt.Sprintf("%-32s %s", t.Name, t.Status))
 		targets = append(targets, t)

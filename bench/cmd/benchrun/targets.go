@@ -42,6 +42,10 @@ type target struct {
 	Status string
 	URL    string
 	Keys   int // X-API-Key values wrk sends in turn (targetSpec.keys); 0 = none
+	// AdminURL is the admin listener ("" when off); PollPage makes every
+	// measured run poll its page (targetSpec.pollPage).
+	AdminURL string
+	PollPage bool
 	// proxy is the proxy under test (nil for direct); store is the Valkey
 	// server of a valkey-backed target (nil otherwise).
 	proxy     *proc
@@ -142,21 +146,21 @@ func (l *lab) binFor(t *target) string {
 // minproxy) in front of upstream. withValkey also starts a redis-server for
 // the config's store. A failure is recorded in t.Status, never returned:
 // the benchmark goes on without that row.
-func (l *lab) startProxy(ctx context.Context, t *target, kind, conf, upstream string, withValkey bool) {
+func (l *lab) startProxy(ctx context.Context, t *target, kind, conf, upstream string, withValkey, withAdmin bool) {
 	if kind == "rlproxy" {
 		if _, err := os.Stat(l.binFor(t)); l.binFor(t) == "" || err != nil {
 			t.Status = "not built"
 			return
 		}
 	}
-	if err := l.tryStartProxy(ctx, t, kind, conf, upstream, withValkey); err != nil {
+	if err := l.tryStartProxy(ctx, t, kind, conf, upstream, withValkey, withAdmin); err != nil {
 		t.Status = "failed to start: " + err.Error()
 		return
 	}
 	t.Status = "ok"
 }
 
-func (l *lab) tryStartProxy(ctx context.Context, t *target, kind, conf, upstream string, withValkey bool) error {
+func (l *lab) tryStartProxy(ctx context.Context, t *target, kind, conf, upstream string, withValkey, withAdmin bool) error {
 	listen, err := netutil.PickFreeAddr()
 	if err != nil {
 		return err
@@ -172,6 +176,14 @@ func (l *lab) tryStartProxy(ctx context.Context, t *target, kind, conf, upstream
 			return fmt.Errorf("starting valkey: %w", err)
 		}
 		repl[defaultValkey] = t.storeAddr
+	}
+	if withAdmin {
+		admin, err := netutil.PickFreeAddr()
+		if err != nil {
+			return err
+		}
+		repl[defaultAdmin] = admin
+		t.AdminURL = "http://" + admin
 	}
 	var argv, env []string
 	if kind == "minproxy" {

@@ -41,6 +41,10 @@ type targetSpec struct {
 	// values in turn (report.lua, BENCH_KEYS): that many clients instead of
 	// one, for policies keyed by that header.
 	keys int
+	// admin: the config has admin_listen defaultAdmin (rendered to a free
+	// port); pollPage: its admin page is polled during every measured run.
+	// optIn rows run only when named in -targets (the admin page A/B).
+	admin, pollPage, optIn bool
 }
 
 // baseSuffix ends the id of a target's A/B twin ("rlproxy_memory@base"),
@@ -83,6 +87,8 @@ func throughputTargets() []targetSpec {
 		{id: "rlproxy_valkey", name: "rlproxy, token bucket, Valkey", kind: "rlproxy", conf: "rlproxy-valkey.yaml", valkey: true},
 		{id: "rlproxy_memory_keys", name: "rlproxy, memory, 10k clients", kind: "rlproxy", conf: "rlproxy-memory-keys.yaml", keys: benchKeys},
 		{id: "rlproxy_valkey_keys", name: "rlproxy, Valkey, 10k clients", kind: "rlproxy", conf: "rlproxy-valkey-keys.yaml", valkey: true, keys: benchKeys},
+		{id: "rlproxy_memory_admin", name: "rlproxy, memory, admin page closed", kind: "rlproxy", conf: "rlproxy-memory-admin.yaml", admin: true, optIn: true},
+		{id: "rlproxy_memory_page", name: "rlproxy, memory, admin page polled", kind: "rlproxy", conf: "rlproxy-memory-admin.yaml", admin: true, pollPage: true, optIn: true},
 	}
 }
 
@@ -106,6 +112,10 @@ type sample struct {
 	BackgroundCPUPct float64 `json:"background_cpu_pct"`
 	// AddedP99us is P99us minus direct's P99us in the same round (half-load pass).
 	AddedP99us *float64 `json:"added_p99_us,omitempty"`
+	// PagePolls and PagePollErrors count the admin page requests answered
+	// 200 and not, during the run (rows that poll the page only).
+	PagePolls      int `json:"page_polls,omitempty"`
+	PagePollErrors int `json:"page_poll_errors,omitempty"`
 }
 
 // targetResult is one row of the report.
@@ -174,7 +184,11 @@ func (b *bench) measure(ctx context.Context, t *target, args []string, d time.Du
 		return sample{}, err
 	}
 	wall := time.Now()
-	rep, err := b.wrk.run(ctx, args, d, delayMs, t.Keys, t.URL)
+	var rep wrkReport
+	polls, pollErrs, err := withPagePoll(ctx, t, func() (err error) {
+		rep, err = b.wrk.run(ctx, args, d, delayMs, t.Keys, t.URL)
+		return err
+	})
 	if err != nil {
 		return sample{}, err
 	}
@@ -187,6 +201,7 @@ func (b *bench) measure(ctx context.Context, t *target, args []string, d time.Du
 		RPS: rep.rps(), Requests: rep.Requests,
 		P50us: rep.P50us, P90us: rep.P90us, P99us: rep.P99us,
 		Non2xx: rep.ErrStatus, SocketErrors: rep.socketErrors(),
+		PagePolls: polls, PagePollErrors: pollErrs,
 	}
 	perReq := func(ticks int64) *float64 {
 		if rep.Requests == 0 {
@@ -248,8 +263,12 @@ func (b *bench) runThroughput(ctx context.Context, plan throughputPlan, targets 
 					r.Status = "failed: " + err.Error()
 					continue
 				}
-				progress(fmt.Sprintf("%s round %d/%d  %-32s %9.0f req/s  p50 %6.0f µs  p99 %6.0f µs",
-					label, rep+1, plan.reps, t.Name, s.RPS, s.P50us, s.P99us))
+				polled := ""
+				if t.PollPage {
+					polled = fmt.Sprintf("  (admin page: %d polls, %d failed)", s.PagePolls, s.PagePollErrors)
+				}
+				progress(fmt.Sprintf("%s round %d/%d  %-32s %9.0f req/s  p50 %6.0f µs  p99 %6.0f µs%s",
+					label, rep+1, plan.reps, t.Name, s.RPS, s.P50us, s.P99us, polled))
 				if half {
 					if t.ID == directID {
 						directP99 = s.P99us
