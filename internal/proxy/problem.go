@@ -12,13 +12,15 @@ import (
 type problemKind uint8
 
 const (
-	problemRateLimited  problemKind = iota // a policy refused (response.status, default 429)
-	problemQueueFull                       // shaping cap reached (response.status)
-	problemUnavailable                     // a fail-closed policy could not be decided: 503
-	problemNoRoute                         // no route matched: 404
-	problemBadGateway                      // upstream unreachable or failed: 502
-	problemQuotaLimited                    // the quota endpoint itself is rate limited: 429
-	problemBodyTimeout                     // the client stalled sending its body: 408
+	problemRateLimited    problemKind = iota // a policy refused (response.status, default 429)
+	problemQueueFull                         // shaping cap reached (response.status)
+	problemUnavailable                       // a fail-closed policy could not be decided: 503
+	problemNoRoute                           // no route matched: 404
+	problemBadGateway                        // upstream unreachable or failed: 502
+	problemQuotaLimited                      // the quota endpoint itself is rate limited: 429
+	problemBodyTimeout                       // the client stalled sending its body: 408
+	problemNoHealthy                         // every server of the pool is out of rotation: 502
+	problemGatewayTimeout                    // the upstream did not answer in time: 504
 )
 
 // problems holds each kind's RFC 9457 type, title and status. Types are
@@ -27,13 +29,15 @@ var problems = [...]struct {
 	typ, title, detail string
 	status             int
 }{
-	problemRateLimited:  {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "", http.StatusTooManyRequests},
-	problemQueueFull:    {"urn:rlproxy:problem:shaping-queue-full", "Too Many Requests", "the request would wait longer than this proxy queues requests", http.StatusTooManyRequests},
-	problemUnavailable:  {"urn:rlproxy:problem:limiter-unavailable", "Service Unavailable", "the rate limiter cannot decide right now and this route fails closed; retry shortly", http.StatusServiceUnavailable},
-	problemNoRoute:      {"urn:rlproxy:problem:no-route", "Not Found", "no route matches this request", http.StatusNotFound},
-	problemBadGateway:   {"urn:rlproxy:problem:bad-gateway", "Bad Gateway", "the upstream could not be reached or failed", http.StatusBadGateway},
-	problemQuotaLimited: {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "the quota endpoint is asked too often", http.StatusTooManyRequests},
-	problemBodyTimeout:  {"urn:rlproxy:problem:body-timeout", "Request Timeout", "the request body stalled for longer than server.body_timeout", http.StatusRequestTimeout},
+	problemRateLimited:    {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "", http.StatusTooManyRequests},
+	problemQueueFull:      {"urn:rlproxy:problem:shaping-queue-full", "Too Many Requests", "the request would wait longer than this proxy queues requests", http.StatusTooManyRequests},
+	problemUnavailable:    {"urn:rlproxy:problem:limiter-unavailable", "Service Unavailable", "the rate limiter cannot decide right now and this route fails closed; retry shortly", http.StatusServiceUnavailable},
+	problemNoRoute:        {"urn:rlproxy:problem:no-route", "Not Found", "no route matches this request", http.StatusNotFound},
+	problemBadGateway:     {"urn:rlproxy:problem:bad-gateway", "Bad Gateway", "the upstream could not be reached or failed", http.StatusBadGateway},
+	problemQuotaLimited:   {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "the quota endpoint is asked too often", http.StatusTooManyRequests},
+	problemBodyTimeout:    {"urn:rlproxy:problem:body-timeout", "Request Timeout", "the request body stalled for longer than server.body_timeout", http.StatusRequestTimeout},
+	problemNoHealthy:      {"urn:rlproxy:problem:no-healthy-upstream", "Bad Gateway", "every server of the upstream is out of rotation (health checks or max_fails)", http.StatusBadGateway},
+	problemGatewayTimeout: {"urn:rlproxy:problem:gateway-timeout", "Gateway Timeout", "the upstream did not answer in time", http.StatusGatewayTimeout},
 }
 
 // writeProblem is the one place rlproxy answers in its own name. For

@@ -20,6 +20,7 @@ import (
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/realip"
+	upstreampkg "rlproxy/internal/upstream"
 )
 
 // Runtime is everything one configuration needs on the request path. It is
@@ -30,8 +31,9 @@ type Runtime struct {
 	Limiter   *policy.Limiter
 	realIP    *realip.Resolver
 	upstreams map[string]*upstream // by route name
-	transport []*directTransport
 	quota     *quotaEndpoint
+	noRoute   *metrics.RouteTraffic // route "-"; nil without metrics
+	ownSet    *upstreampkg.Set      // NewRuntime's servers, closed with it
 }
 
 // Server is the public HTTP handler. The zero value is not usable; use New.
