@@ -45,12 +45,14 @@ type Server struct {
 	refusal atomic.Pointer[logging.RefusalSampler]
 	waiting atomic.Int64 // requests currently held in delay
 	results sync.Pool    // *policy.Result
+	records sync.Pool    // *record
 }
 
 // New returns a Server serving rt.
 func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 	s := &Server{metrics: m, log: log}
 	s.results.New = func() any { return new(policy.Result) }
+	s.records.New = func() any { return new(record) }
 	s.Swap(rt)
 	return s
 }
@@ -74,26 +76,45 @@ func (s *Server) Runtime() *Runtime { return s.rt.Load() }
 // Waiting returns the number of requests currently held in leaky-bucket delay.
 func (s *Server) Waiting() int64 { return s.waiting.Load() }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler: it serves r through a record of
+// its answer, then counts the answer (metrics) and logs it (access log).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc := s.records.Get().(*record)
+	rc.reset(w, time.Now())
 	rt := s.rt.Load()
+	s.serve(rc, r, rt)
+	rc.finish(rt, time.Now())
+	s.records.Put(rc)
+}
+
+// serve answers r, noting in rc what it decided.
+func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
+	var w http.ResponseWriter = rc
 	peer := peerAddr(r.RemoteAddr)
 	ip := rt.realIP.ClientIP(peer, r.Header)
 
 	if rt.quota != nil && r.URL.Path == rt.quota.path {
+		rc.decision = decisionQuota
 		s.serveQuota(w, r, rt, ip)
 		return
 	}
 	route := rt.Limiter.Match(r)
 	if route == nil {
+		rc.decision = decisionNoRoute
 		writeProblem(w, r, problemNoRoute, nil, nil)
 		return
 	}
 	up := rt.upstreams[route.Name]
+	rc.route, rc.traffic = route.Name, up.traffic
+	if up.pool != nil && up.pool.NeedsClientIP() {
+		rc.up.ClientIP = ip
+		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
+	}
 	if t := rt.Config.Server.BodyTimeout; t > 0 && r.Body != nil && r.Body != http.NoBody {
 		r = withIdleTimeoutBody(w, r, t)
 	}
 	if !route.Limited() {
+		rc.decision = decisionUnlimited
 		up.plain.ServeHTTP(w, r)
 		return
 	}
@@ -108,9 +129,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	switch res.Outcome {
 	case policy.Unavailable:
+		rc.decision = decisionUnavailable
 		writeProblem(w, r, problemUnavailable, nil, nil)
 		return
 	case policy.Refuse:
+		rc.decision = decisionRejected
+		if res.Binding >= 0 {
+			rc.policy = res.Items[res.Binding].Policy.Name
+		}
 		setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
 		s.logRefusal(route, res)
 		writeProblem(w, r, problemRateLimited, rt, res)
@@ -125,8 +151,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer rt.Limiter.Release(res)
 		defer stop()
 	}
-	if res.Wait > 0 && !s.wait(w, r, rt, route, ip, res) {
-		return
+	rc.decision = decisionAllowed
+	if res.Wait > 0 {
+		rc.decision, rc.waitMS = decisionDelayed, res.Wait
+		if !s.wait(w, r, rt, route, ip, res) {
+			return
+		}
 	}
 	up.limited.ServeHTTP(w, r)
 }

@@ -37,6 +37,7 @@ import (
 	"rlproxy/internal/store/memory"
 	"rlproxy/internal/store/valkey"
 	"rlproxy/internal/tlsutil"
+	"rlproxy/internal/upstream"
 )
 
 // Options tune an App beyond its configuration file.
@@ -61,6 +62,7 @@ type App struct {
 	srv     *proxy.Server
 	floor   *memory.Store // fallback floors while failing open
 	lease   string
+	ups     *upstream.Set // upstream servers, kept across reloads
 
 	reloadMu sync.Mutex // one Reload at a time (watcher, SIGHUP, callers)
 	mu       sync.Mutex // guards the fields below
@@ -99,9 +101,11 @@ func New(path string, opts Options) (*App, error) {
 	}
 	a.log = logging.New(cfg.Log, w, &a.level)
 	a.metrics = metrics.New(a.reg, opts.Version)
+	a.ups = proxy.NewUpstreamSet(a.metrics, a.log)
 	a.warn(cfg)
 	rt, err := a.build(cfg)
 	if err != nil {
+		a.ups.Close()
 		return nil, err
 	}
 	a.srv = proxy.New(rt, a.metrics, a.log)
@@ -235,6 +239,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Unlock()
 	_ = a.floor.Close()
 	a.srv.Runtime().Close()
+	a.ups.Close()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}
@@ -290,7 +295,7 @@ func (a *App) runtime(cfg *config.Config, st store.Store) (*proxy.Runtime, error
 	if err != nil {
 		return nil, err
 	}
-	return proxy.NewRuntime(cfg, lim, a.metrics, a.log)
+	return proxy.NewRuntimeOn(a.ups, cfg, lim, a.metrics, a.log)
 }
 
 // newStore builds the store cfg names. Valkey is wrapped in the local
