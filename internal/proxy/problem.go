@@ -46,8 +46,8 @@ var problems = [...]struct {
 //
 // The body is RFC 9457 problem details plus the rate-limit members the
 // brief asks for (whole seconds), members in this order: type, title,
-// status, detail, instance, then policy, retryAfter, limit, remaining,
-// reset, window only when they apply. It is appended into one buffer (the
+// status, detail, instance, then requestId (the request's id, requestid.go),
+// policy, retryAfter, limit, remaining, reset, window only when they apply. It is appended into one buffer (the
 // refusal path is hot under attack) with encoding/json's string escaping,
 // so the bytes are what json.Marshal of the former struct gave.
 func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *Runtime, res *policy.Result) {
@@ -98,6 +98,10 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 	}
 	b = append(b, `,"instance":`...)
 	b = appendJSONString(b, r.URL.Path)
+	if id := problemRequestID(r.Header); id != "" {
+		b = append(b, `,"requestId":`...)
+		b = appendJSONString(b, id)
+	}
 	if it != nil && it.Policy.Name != "" {
 		b = append(b, `,"policy":`...)
 		b = appendJSONString(b, it.Policy.Name)

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"rlproxy/internal/accesslog"
 	"rlproxy/internal/config"
 	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
@@ -34,6 +35,7 @@ type Runtime struct {
 	quota     *quotaEndpoint
 	noRoute   *metrics.RouteTraffic // route "-"; nil without metrics
 	ownSet    *upstreampkg.Set      // NewRuntime's servers, closed with it
+	redact    []string              // query keys the access log never shows
 }
 
 // Server is the public HTTP handler. The zero value is not usable; use New.
@@ -46,6 +48,7 @@ type Server struct {
 	waiting atomic.Int64 // requests currently held in delay
 	results sync.Pool    // *policy.Result
 	records sync.Pool    // *record
+	access  atomic.Pointer[accesslog.Logger]
 }
 
 // New returns a Server serving rt.
@@ -82,8 +85,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := s.records.Get().(*record)
 	rc.reset(w, time.Now())
 	rt := s.rt.Load()
+	al := s.access.Load()
+	if al != nil {
+		rc.logging, rc.requestID = true, requestID(r)
+	}
 	s.serve(rc, r, rt)
-	rc.finish(rt, time.Now())
+	now := time.Now()
+	rc.finish(rt, now)
+	if al != nil {
+		s.logAccess(al, rc, r, rt, now)
+	}
 	s.records.Put(rc)
 }
 
@@ -92,6 +103,7 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 	var w http.ResponseWriter = rc
 	peer := peerAddr(r.RemoteAddr)
 	ip := rt.realIP.ClientIP(peer, r.Header)
+	rc.up.ClientIP = ip
 
 	if rt.quota != nil && r.URL.Path == rt.quota.path {
 		rc.decision = decisionQuota
@@ -106,8 +118,7 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 	}
 	up := rt.upstreams[route.Name]
 	rc.route, rc.traffic = route.Name, up.traffic
-	if up.pool != nil && up.pool.NeedsClientIP() {
-		rc.up.ClientIP = ip
+	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP()) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
 	if t := rt.Config.Server.BodyTimeout; t > 0 && r.Body != nil && r.Body != http.NoBody {

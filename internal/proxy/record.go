@@ -27,6 +27,10 @@ type record struct {
 	policy   string
 	waitMS   int64
 	up       upstreampkg.Exchange
+	// logging is set when the access log is on; requestID is then the
+	// request's id (requestid.go).
+	logging   bool
+	requestID string
 }
 
 // Access log decision values.

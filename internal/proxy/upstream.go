@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"rlproxy/internal/accesslog"
 	"rlproxy/internal/config"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
@@ -59,7 +60,7 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 	if err != nil {
 		return nil, fmt.Errorf("building real_ip: %w", err)
 	}
-	rt := &Runtime{Config: cfg, Limiter: limiter, realIP: ri, upstreams: map[string]*upstream{}}
+	rt := &Runtime{Config: cfg, Limiter: limiter, realIP: ri, upstreams: map[string]*upstream{}, redact: accesslog.QueryKeys(cfg)}
 	if m != nil {
 		rt.noRoute = m.Route(metrics.NoRoute)
 	}

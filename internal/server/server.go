@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"rlproxy/internal/accesslog"
 	"rlproxy/internal/admin"
 	"rlproxy/internal/config"
 	"rlproxy/internal/logging"
@@ -63,6 +64,7 @@ type App struct {
 	floor   *memory.Store // fallback floors while failing open
 	lease   string
 	ups     *upstream.Set // upstream servers, kept across reloads
+	access  accessLog     // log.access (accesslog.go)
 
 	reloadMu sync.Mutex // one Reload at a time (watcher, SIGHUP, callers)
 	mu       sync.Mutex // guards the fields below
@@ -109,6 +111,11 @@ func New(path string, opts Options) (*App, error) {
 		return nil, err
 	}
 	a.srv = proxy.New(rt, a.metrics, a.log)
+	a.access.out = w
+	if err := a.setAccessLog(cfg); err != nil {
+		a.ups.Close()
+		return nil, err
+	}
 	a.metrics.ConfigLoaded(time.Now())
 	return a, nil
 }
@@ -192,7 +199,8 @@ func (a *App) Start() error {
 	}
 	a.watcher = w
 	ctx, stop := context.WithCancel(context.Background())
-	a.stop = stop
+	stopUSR1 := accesslog.OnReopenSignal(a.reopenAccessLog)
+	a.stop = func() { stop(); stopUSR1() }
 	go w.Run(ctx)
 	a.served = make(chan error, 1)
 	go func() { a.served <- a.hs.Serve(ln) }()
@@ -240,6 +248,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	_ = a.floor.Close()
 	a.srv.Runtime().Close()
 	a.ups.Close()
+	if l := a.srv.SetAccessLog(nil); l != nil {
+		_ = l.Close() // after the in-flight requests: every line is written
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}
@@ -393,6 +404,9 @@ func (a *App) Reload(reason string) {
 		a.cert.Store(cert) // only with the config it belongs to
 	}
 	prev := a.srv.Swap(rt)
+	if err := a.setAccessLog(cfg); err != nil {
+		a.log.Error("log.access not changed", "err", err.Error())
+	}
 	a.level.Set(cfg.Log.Level)
 	a.warn(cfg)
 	a.metrics.ConfigReload(true, now)
