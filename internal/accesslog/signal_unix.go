@@ -5,6 +5,7 @@ package accesslog
 import (
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 )
 
@@ -24,8 +25,8 @@ func OnReopenSignal(reopen func()) (stop func()) {
 			}
 		}
 	}()
-	return func() {
+	return sync.OnceFunc(func() {
 		signal.Stop(ch)
 		close(done)
-	}
+	})
 }
