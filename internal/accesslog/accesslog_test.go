@@ -3,6 +3,7 @@ package accesslog
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/netip"
 	"strings"
 	"sync"
@@ -130,5 +131,16 @@ func TestFormats(t *testing.T) {
 	}
 	if got := string(appendJSONString(nil, "a\"\\\x01\xffé")); got != `"a\"\\\u0001\ufffdé"` {
 		t.Errorf("escaping: %s", got)
+	}
+}
+
+// BenchmarkLog is the request path's share of a JSON line: format and queue.
+func BenchmarkLog(b *testing.B) {
+	l, _ := New(config.AccessLog{Enabled: true, Buffer: 1 << 16}, io.Discard, nil)
+	defer l.Close()
+	e := entry(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Log(e)
 	}
 }

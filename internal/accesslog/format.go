@@ -16,6 +16,7 @@ const redacted = "REDACTED"
 
 // appendJSON appends e as one JSON object and a newline.
 func appendJSON(b []byte, e *Entry) []byte {
+	var tmp [256]byte // the path and the decision before escaping
 	b = append(b, `{"time":"`...)
 	b = e.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
 	b = append(b, `","client":"`...)
@@ -24,14 +25,14 @@ func appendJSON(b []byte, e *Entry) []byte {
 	b = str(append(b, `,"method":`...), e.Method)
 	b = str(append(b, `,"host":`...), e.Host)
 	b = append(b, `,"path":`...)
-	b = appendJSONString(b, appendTarget(nil, e))
+	b = appendJSONString(b, appendTarget(tmp[:0], e))
 	b = str(append(b, `,"protocol":`...), e.Proto)
 	b = strconv.AppendInt(append(b, `,"status":`...), int64(e.Status), 10)
 	b = strconv.AppendInt(append(b, `,"bytes":`...), e.Bytes, 10)
 	b = appendMS(append(b, `,"duration_ms":`...), e.Duration)
 	b = str(append(b, `,"route":`...), e.Route)
 	b = append(b, `,"decision":`...)
-	b = appendJSONString(b, appendDecision(nil, e))
+	b = appendJSONString(b, appendDecision(tmp[:0], e))
 	b = str(append(b, `,"upstream":`...), e.Upstream)
 	b = strconv.AppendInt(append(b, `,"upstream_status":`...), int64(e.UpstreamStatus), 10)
 	b = appendMS(append(b, `,"upstream_ms":`...), e.UpstreamTime)
@@ -48,6 +49,7 @@ func appendJSON(b []byte, e *Entry) []byte {
 // exists: rt = $request_time, us = $upstream_status, ut =
 // $upstream_header_time).
 func appendCombined(b []byte, e *Entry) []byte {
+	var tmp [128]byte
 	b = e.Client.AppendTo(b)
 	b = append(b, " - - ["...)
 	b = e.Time.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
@@ -64,7 +66,7 @@ func appendCombined(b []byte, e *Entry) []byte {
 	b = strconv.AppendQuote(append(b, ' '), e.UserAgent)
 	b = appendSeconds(append(b, " rt="...), e.Duration)
 	b = strconv.AppendQuote(append(b, " route="...), e.Route)
-	b = strconv.AppendQuote(append(b, " decision="...), string(appendDecision(nil, e)))
+	b = strconv.AppendQuote(append(b, " decision="...), string(appendDecision(tmp[:0], e)))
 	b = strconv.AppendQuote(append(b, " upstream="...), e.Upstream)
 	b = strconv.AppendInt(append(b, " us="...), int64(e.UpstreamStatus), 10)
 	b = appendSeconds(append(b, " ut="...), e.UpstreamTime)
