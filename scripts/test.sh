@@ -13,6 +13,7 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v nginx >/dev/null || need+=(nginx-light)
 command -v promtool >/dev/null || need+=(prometheus)
+command -v jq >/dev/null || need+=(jq)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing ${need[*]}"

@@ -70,6 +70,9 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 	// Last: a Set's update retires the servers a new config dropped.
 	pools, err := set.Update(cfg)
 	if err != nil {
+		if rt.quota != nil {
+			_ = rt.quota.local.Close()
+		}
 		return nil, fmt.Errorf("building upstreams: %w", err)
 	}
 	// One reverse proxy per route (sharing its upstream's pool), so
