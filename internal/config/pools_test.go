@@ -76,6 +76,11 @@ func TestPoolProblems(t *testing.T) {
 		{"health_check path", `{ url: "http://a:1", health_check: { path: health } }`, `x.yaml:2: upstreams.app.health_check.path: "health": must start with /`},
 		{"health_check timeout", `{ url: "http://a:1", health_check: { interval: 1s, timeout: 2s } }`, `x.yaml:2: upstreams.app.health_check.timeout: 2s: must not exceed interval (1s)`},
 		{"health_check fails", `{ url: "http://a:1", health_check: { fails: 0 } }`, `x.yaml:2: upstreams.app.health_check.fails: 0: want a whole number from 1 to 100`},
+		{"health_check interval", `{ url: "http://a:1", health_check: { interval: 0s } }`, `x.yaml:2: upstreams.app.health_check.interval: "0s": must be greater than 0`},
+		{"health_check expect_status", `{ url: "http://a:1", health_check: { expect_status: 99 } }`, `x.yaml:2: upstreams.app.health_check.expect_status: 99: want a whole number from 100 to 599`},
+		{"health_check passes", `{ url: "http://a:1", health_check: { passes: 101 } }`, `x.yaml:2: upstreams.app.health_check.passes: 101: want a whole number from 1 to 100`},
+		{"fail_statuses twice", `{ url: "http://a:1", fail_statuses: [502, 502] }`, `x.yaml:2: upstreams.app.fail_statuses[1]: 502: listed twice`},
+		{"urls and builtin", `{ builtin: echo, urls: ["http://a:1"] }`, `x.yaml:2: upstreams.app.urls: applies to url or urls, not builtin`},
 		{"health_check unknown", `{ url: "http://a:1", health_check: { uri: / } }`, `x.yaml:2: upstreams.app.health_check.uri: unknown field "uri"`},
 		{"builtin", `{ builtin: echo, retries: 2 }`, `x.yaml:2: upstreams.app.retries: applies to url or urls, not builtin`},
 	}
