@@ -166,6 +166,9 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 	if res.Wait > 0 {
 		rc.decision, rc.waitMS = decisionDelayed, res.Wait
 		if !s.wait(w, r, rt, route, ip, res) {
+			if rc.status != 0 { // refused by a shaping cap (else the client left)
+				rc.decision = decisionRejected
+			}
 			return
 		}
 	}
