@@ -9,10 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// NoRoute is the route label of requests that matched no route (and of
-// the quota endpoint's answers): config.ReservedRouteName.
-const NoRoute = "-"
-
 // traffic holds the collectors of every request and every upstream
 // exchange, limited or not. Label values come from the configuration
 // (route, upstream and server names) or are HTTP status codes: never from
@@ -78,7 +74,8 @@ type RouteTraffic struct {
 
 type counterBox struct{ c prometheus.Counter }
 
-// Route returns route's traffic series (NoRoute for no match). Calling it
+// Route returns route's traffic series ("-", config.ReservedRouteName, for
+// requests that matched no route). Calling it
 // again with the same name returns the same value, so reloads keep counts.
 func (m *Metrics) Route(route string) *RouteTraffic {
 	t := m.traffic

@@ -62,7 +62,7 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 	}
 	rt := &Runtime{Config: cfg, Limiter: limiter, realIP: ri, upstreams: map[string]*upstream{}, redact: accesslog.QueryKeys(cfg)}
 	if m != nil {
-		rt.noRoute = m.Route(metrics.NoRoute)
+		rt.noRoute = m.Route(config.ReservedRouteName)
 	}
 	if cfg.QuotaEndpoint.Path != "" {
 		rt.quota = newQuotaEndpoint(cfg)
