@@ -141,3 +141,24 @@ func accessJQ(t *testing.T, path string, n int) {
 		t.Errorf("jq -c .status %s: %v\n%s", path, err, out)
 	}
 }
+
+// TestAccessLogNoLoss: 1,000 requests from 16 clients at once, below the
+// buffer's bound: 1,000 lines, none dropped.
+func TestAccessLogNoLoss(t *testing.T) {
+	up := rlproxytest.NewUpstream(t)
+	logPath := filepath.Join(t.TempDir(), "access.log")
+	in := rlproxytest.Start(t, fmt.Sprintf(`log: { access: { path: %q, buffer: 2048 } }
+upstreams: { app: { url: %q } }
+routes: [{ name: r, upstream: app }]
+`, logPath, up.URL))
+	got := poolRun(t, in.URL+"/x", 1000, 16)
+	if got["ok"] != 1000 {
+		t.Fatalf("answers %v, want 1000 × ok", got)
+	}
+	_, samples := opsScrape(t, in)
+	dropped := opsValue(t, samples, "rlproxy_access_log_dropped_total")
+	in.App.Shutdown(t.Context())
+	if lines := accessLines(t, logPath); len(lines) != 1000 || dropped != 0 {
+		t.Errorf("%d lines, %v dropped; want 1000 and 0", len(lines), dropped)
+	}
+}
