@@ -14,14 +14,18 @@ import (
 	"rlproxy/internal/config"
 )
 
-// gateWriter blocks every Write until open is closed, then records.
+// gateWriter blocks every Write until open is closed, then records;
+// entered is signalled when the first Write starts.
 type gateWriter struct {
-	open chan struct{}
-	mu   sync.Mutex
-	buf  bytes.Buffer
+	open    chan struct{}
+	entered chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	buf     bytes.Buffer
 }
 
 func (g *gateWriter) Write(p []byte) (int, error) {
+	g.once.Do(func() { close(g.entered) })
 	<-g.open
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -40,17 +44,19 @@ func entry(i int) *Entry {
 // are kept and written once it moves; the rest are dropped and counted,
 // and Log never blocked.
 func TestBufferBound(t *testing.T) {
-	g := &gateWriter{open: make(chan struct{})}
+	g := &gateWriter{open: make(chan struct{}), entered: make(chan struct{})}
 	var dropped atomic.Int64
 	l, err := New(config.AccessLog{Enabled: true, Format: "json", Buffer: 16}, g, func() { dropped.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.Log(entry(0))
+	<-g.entered // the writer holds line 0, stalled; the queue is empty
 	const n = 100
 	done := make(chan struct{})
 	go func() {
 		for i := range n {
-			l.Log(entry(i))
+			l.Log(entry(i + 1))
 		}
 		close(done)
 	}()
@@ -61,11 +67,8 @@ func TestBufferBound(t *testing.T) {
 	}
 	close(g.open)
 	_ = l.Close()
-	lines := strings.Count(g.buf.String(), "\n")
-	// The writer goroutine may hold one line (blocked in Write) besides
-	// the 16 queued.
-	if lines+int(dropped.Load()) != n || lines < 16 || lines > 17 {
-		t.Errorf("%d lines written, %d dropped, want 16 or 17 written and the rest of %d dropped", lines, dropped.Load(), n)
+	if lines := strings.Count(g.buf.String(), "\n"); lines != 1+16 || dropped.Load() != n-16 {
+		t.Errorf("%d lines written, %d dropped; want 17 (the stalled one and the 16 queued) and %d", lines, dropped.Load(), n-16)
 	}
 }
 
