@@ -89,13 +89,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if al != nil {
 		rc.logging, rc.requestID = true, requestID(r)
 	}
+	// Deferred: a response that broke while streaming ends in
+	// ReverseProxy's http.ErrAbortHandler panic, and is counted too.
+	defer func() {
+		now := time.Now()
+		rc.finish(rt, now)
+		if al != nil {
+			s.logAccess(al, rc, r, rt, now)
+		}
+		s.records.Put(rc)
+	}()
 	s.serve(rc, r, rt)
-	now := time.Now()
-	rc.finish(rt, now)
-	if al != nil {
-		s.logAccess(al, rc, r, rt, now)
-	}
-	s.records.Put(rc)
 }
 
 // serve answers r, noting in rc what it decided.
