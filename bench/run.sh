@@ -11,7 +11,8 @@
 #   BENCH_R=3                      rounds (median reported)
 #   BENCH_WARMUP=1s                unrecorded wrk run before each full-load run
 #   BENCH_TARGETS=                 comma-separated ids (direct,nginx,nginx_limit_req,
-#                                  caddy,minproxy,rlproxy,rlproxy_memory,rlproxy_valkey,
+#                                  caddy,minproxy,rlproxy,rlproxy_accesslog,rlproxy_pool1,
+#                                  rlproxy_memory,rlproxy_valkey,
 #                                  rlproxy_memory_keys,rlproxy_valkey_keys)
 #   BENCH_PROXY_CPUS=0             CPU(s) of the proxy under test
 #   BENCH_LOAD_CPUS=1              CPU(s) of wrk, upstream, Valkey, load generator

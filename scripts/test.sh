@@ -16,6 +16,7 @@ command -v caddy >/dev/null || need+=(caddy)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v chromium >/dev/null || need+=(chromium)
+command -v jq >/dev/null || need+=(jq)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing ${need[*]}"

@@ -78,6 +78,18 @@ type Log struct {
 	// RefusalsPerSecond caps refusal log lines per second per instance
 	// (default 10); the rest are counted, not logged.
 	RefusalsPerSecond int
+	// Access is the access log (accesslog.go).
+	Access AccessLog
+}
+
+// AccessLog is `log.access`: one line per request.
+type AccessLog struct {
+	Enabled bool
+	Format  string // "json" (default) or "combined"
+	Path    string // "" = stderr; a file is reopened on SIGUSR1
+	// Buffer is how many lines may wait for the writer (default 4096);
+	// beyond it lines are dropped and counted, never waited for.
+	Buffer int
 }
 
 // Server holds listener timeouts and the shaping caps.
@@ -177,6 +189,46 @@ type Upstream struct {
 	// CAFile verifies an https upstream (PEM); empty uses the system roots.
 	CAFile                string
 	ResponseHeaderTimeout time.Duration // default 30s
+
+	// Servers is the pool (pools.go): `url` is a one-server pool, `urls`
+	// lists several; nil when Builtin is set. URL is Servers[0].URL.
+	Servers []UpstreamServer
+	// Balance picks a server: BalanceRoundRobin (default, smooth weighted
+	// as nginx), BalanceLeastConn or BalanceClientHash.
+	Balance string
+	// HashKey is client_hash's key (a key source as in policies; default ip).
+	HashKey KeySpec
+	// MaxFails failures within FailTimeout take a server out of rotation
+	// for FailTimeout (nginx max_fails, default 1; 0 = never). A pool of
+	// one server is never taken out by passive health (nginx neither).
+	MaxFails    int
+	FailTimeout time.Duration // default 10s
+	// FailStatuses are response statuses that also count as failures
+	// (none by default).
+	FailStatuses []int
+	// HealthCheck, when non-nil, probes every server in the background.
+	HealthCheck *HealthCheck
+	// Retries is how many other servers a request that could not be sent
+	// may go to (nginx proxy_next_upstream_tries - 1; default 1).
+	Retries int
+	// RetryTimeout bounds the time spent retrying (0 = no bound).
+	RetryTimeout time.Duration
+}
+
+// UpstreamServer is one server of a pool.
+type UpstreamServer struct {
+	URL    *url.URL
+	Weight int // 1..1000, default 1
+}
+
+// HealthCheck is an active health check (pools.go).
+type HealthCheck struct {
+	Path         string        // GET path, default "/"
+	Interval     time.Duration // default 5s
+	Timeout      time.Duration // default 2s
+	ExpectStatus int           // 0 (default) = any 2xx or 3xx
+	Fails        int           // consecutive failures that mark a server down, default 2
+	Passes       int           // consecutive successes that mark it up, default 2
 }
 
 // FailMode is what a policy does when the store cannot decide.

@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -208,7 +207,7 @@ func (l *loader) top(root *yaml.Node) {
 	if n := o.get("tls"); n != nil {
 		l.tls(l.object(n, "tls", o.keys["tls"].Line, "cert_file", "key_file"))
 	}
-	l.log(l.object(o.get("log"), "log", o.line, "level", "format", "refusals_per_second"))
+	l.log(l.object(o.get("log"), "log", o.line, "level", "format", "refusals_per_second", "access"))
 	l.server(l.object(o.get("server"), "server", o.line, "read_header_timeout", "idle_timeout",
 		"body_timeout", "max_header_bytes", "shutdown_timeout", "max_waiting", "max_wait"))
 	l.store(l.object(o.get("store"), "store", keyLine(o, "store"), "type", "max_keys", "valkey", "breaker", "key_hash_secret_env"))
@@ -304,6 +303,7 @@ func (l *loader) log(o object) {
 			l.c.Log.RefusalsPerSecond = int(v)
 		}
 	}
+	l.accessLog(o)
 }
 
 // server decodes `server:`.
@@ -532,32 +532,19 @@ func (l *loader) quotaEndpoint(o object) {
 func (l *loader) upstream(e entry) *Upstream {
 	path := join("upstreams", e.name)
 	u := &Upstream{Name: e.name, ResponseHeaderTimeout: 30 * time.Second}
-	o := l.object(e.val, path, e.key.Line, "url", "builtin", "ca_file", "response_header_timeout")
+	o := l.object(e.val, path, e.key.Line, upstreamFields()...)
 	switch {
 	case o.bad:
 	case o.has("url") && o.has("builtin"):
 		l.errorf(o.keys["builtin"], o.field("builtin"), "set url or builtin, not both")
 	case o.has("url"):
-		n := o.get("url")
-		s, _ := l.str(n, o.field("url"))
-		v, err := url.Parse(s)
-		switch {
-		case err != nil:
-			l.errorf(n, o.field("url"), "%q: %v", s, errors.Unwrap(err))
-		case v.Scheme != "http" && v.Scheme != "https":
-			l.errorf(n, o.field("url"), "%q: want an http:// or https:// URL", s)
-		case v.Host == "":
-			l.errorf(n, o.field("url"), "%q: missing the host", s)
-		case v.RawQuery != "" || v.Fragment != "":
-			l.errorf(n, o.field("url"), "%q: must not have a query or fragment", s)
-		default:
-			u.URL = v
-		}
+		u.URL, _ = l.upstreamURL(o.get("url"), o.field("url"))
 	case o.has("builtin"):
 		u.Builtin, _ = l.oneOf(o.get("builtin"), o.field("builtin"), "echo")
-	default:
-		l.errorf(o.missing(), path, "want url (http:// or https://) or builtin: echo")
+	case !o.has("urls"):
+		l.errorf(o.missing(), path, "want url (http:// or https://), urls or builtin: echo")
 	}
+	l.pool(o, u)
 	if n := o.get("ca_file"); n != nil {
 		if u.URL == nil || u.URL.Scheme != "https" {
 			l.errorf(n, o.field("ca_file"), "needs an https:// url")

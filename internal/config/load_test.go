@@ -161,7 +161,7 @@ func TestOtherMistakes(t *testing.T) {
 		{"quota path", "quota_endpoint: { path: rate-limit }\n", `x.yaml:1: quota_endpoint.path: "rate-limit": must start with /`},
 		{"tls missing", "tls: { cert_file: nope.pem }\n", `x.yaml:1: tls.cert_file: "nope.pem": no such file or directory
 x.yaml:1: tls.key_file: required: a PEM file`},
-		{"upstream neither", "upstreams:\n  app: {}\n", `x.yaml:2: upstreams.app: want url (http:// or https://) or builtin: echo`},
+		{"upstream neither", "upstreams:\n  app: {}\n", `x.yaml:2: upstreams.app: want url (http:// or https://), urls or builtin: echo`},
 		{"upstream no host", "upstreams:\n  app: { url: \"http:///x\" }\n", `x.yaml:2: upstreams.app.url: "http:///x": missing the host`},
 		{"upstream ca_file http", "upstreams:\n  app: { url: \"http://a:1\", ca_file: ca.pem }\n", `x.yaml:2: upstreams.app.ca_file: needs an https:// url`},
 		{"builtin", "upstreams:\n  app: { builtin: mirror }\n", `x.yaml:2: upstreams.app.builtin: "mirror": want echo`},
@@ -247,7 +247,7 @@ func TestSpecExample(t *testing.T) {
 	want := &Config{
 		Listen:      "127.0.0.1:8080",
 		AdminListen: "127.0.0.1:9090",
-		Log:         Log{Level: slog.LevelInfo, Format: "text", RefusalsPerSecond: 10},
+		Log:         Log{Level: slog.LevelInfo, Format: "text", RefusalsPerSecond: 10, Access: AccessLog{Format: "json", Buffer: 4096}},
 		Server: Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, BodyTimeout: 60 * time.Second, MaxHeaderBytes: 1048576,
 			ShutdownTimeout: 30 * time.Second, MaxWaiting: 10000, MaxWait: 30 * time.Second},
 		Store: Store{
@@ -263,7 +263,7 @@ func TestSpecExample(t *testing.T) {
 		Response:      Response{Status: 429, Headers: HeadersRateLimit},
 		QuotaEndpoint: QuotaEndpoint{Limit: algo.Limit{Kind: algo.TokenBucket, Count: 10, Period: 1000, Burst: 20}},
 		Upstreams: map[string]*Upstream{
-			"app":  {Name: "app", URL: mustURL(t, "http://127.0.0.1:9000"), ResponseHeaderTimeout: 30 * time.Second},
+			"app":  withPoolDefaults(&Upstream{Name: "app", URL: mustURL(t, "http://127.0.0.1:9000"), ResponseHeaderTimeout: 30 * time.Second}),
 			"demo": {Name: "demo", Builtin: "echo", ResponseHeaderTimeout: 30 * time.Second},
 		},
 		Policies: map[string]*Policy{
@@ -302,7 +302,7 @@ func TestExtensions(t *testing.T) {
 	jwtKey := KeySpec{Sources: []Source{{Kind: SourceJWT, Name: "sub"}, {Kind: SourceIP}}, IPv4Prefix: 24, IPv6Prefix: 64}
 	want := &Config{
 		Listen: ":8443",
-		Log:    Log{Level: slog.LevelDebug, Format: "json", RefusalsPerSecond: 3},
+		Log:    Log{Level: slog.LevelDebug, Format: "json", RefusalsPerSecond: 3, Access: AccessLog{Format: "json", Buffer: 4096}},
 		Server: Server{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second, BodyTimeout: 15 * time.Second, MaxHeaderBytes: 65536,
 			ShutdownTimeout: 15 * time.Second, MaxWaiting: 100, MaxWait: 2 * time.Second},
 		Store: Store{
@@ -318,7 +318,7 @@ func TestExtensions(t *testing.T) {
 		Response:      Response{Status: 503, Headers: HeadersXRateLimit | HeadersRateLimitLegacy},
 		QuotaEndpoint: QuotaEndpoint{Path: "/quota", Limit: algo.Limit{Kind: algo.TokenBucket, Count: 5, Period: 1000, Burst: 10}},
 		Upstreams: map[string]*Upstream{
-			"app": {Name: "app", URL: mustURL(t, "https://api.internal:8443/base"), ResponseHeaderTimeout: 5 * time.Second},
+			"app": withPoolDefaults(&Upstream{Name: "app", URL: mustURL(t, "https://api.internal:8443/base"), ResponseHeaderTimeout: 5 * time.Second}),
 		},
 		Policies: map[string]*Policy{
 			"sms": {Name: "sms", Line: 34, Key: jwtKey, DryRun: true,

@@ -47,6 +47,7 @@ func (l *loader) route(path string, n *yaml.Node, seen map[string]int) *Route {
 		l.errorf(n, o.field("name"), "%q: duplicate route name (first at line %d)", s, line)
 	} else if ok {
 		r.Name, seen[s] = s, n.Line
+		l.reservedRouteName(n, o.field("name"), s)
 	}
 	l.match(l.object(o.get("match"), o.field("match"), keyLine(o, "match"), "host", "path", "path_prefix", "path_regex", "methods"), &r.Match)
 

@@ -57,6 +57,8 @@ type Metrics struct {
 	lastReload    prometheus.Gauge
 
 	memory *memoryCollector
+
+	traffic *traffic // traffic.go
 }
 
 // New builds the collectors and registers them, with the Go runtime and
@@ -147,6 +149,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.traffic = newTraffic(reg)
 	return m
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"rlproxy/internal/accesslog"
 	"rlproxy/internal/admin"
 	"rlproxy/internal/config"
 	"rlproxy/internal/envoyrls"
@@ -39,6 +40,7 @@ import (
 	"rlproxy/internal/store/memory"
 	"rlproxy/internal/store/valkey"
 	"rlproxy/internal/tlsutil"
+	"rlproxy/internal/upstream"
 )
 
 // Options tune an App beyond its configuration file.
@@ -63,6 +65,8 @@ type App struct {
 	srv     *proxy.Server
 	floor   *memory.Store // fallback floors while failing open
 	lease   string
+	ups     *upstream.Set // upstream servers, kept across reloads
+	access  accessLog     // log.access (accesslog.go)
 
 	reloadMu sync.Mutex // one Reload at a time (watcher, SIGHUP, callers)
 	mu       sync.Mutex // guards the fields below
@@ -112,9 +116,11 @@ func New(path string, opts Options) (*App, error) {
 	}
 	a.log = logging.New(cfg.Log, w, &a.level)
 	a.metrics = metrics.New(a.reg, opts.Version)
+	a.ups = proxy.NewUpstreamSet(a.metrics, a.log)
 	a.warn(cfg)
 	rt, err := a.build(cfg)
 	if err != nil {
+		a.ups.Close()
 		return nil, err
 	}
 	a.live = live.New(time.Now)
@@ -127,6 +133,11 @@ func New(path string, opts Options) (*App, error) {
 	a.srv.Record(a.live)
 	a.started = time.Now()
 	a.setReloadStatus(a.started, nil)
+	a.access.out = w
+	if err := a.setAccessLog(cfg); err != nil {
+		a.ups.Close()
+		return nil, err
+	}
 	a.metrics.ConfigLoaded(time.Now())
 	return a, nil
 }
@@ -217,7 +228,8 @@ func (a *App) Start() error {
 	}
 	a.watcher = w
 	ctx, stop := context.WithCancel(context.Background())
-	a.stop = stop
+	stopUSR1 := accesslog.OnReopenSignal(a.reopenAccessLog)
+	a.stop = func() { stop(); stopUSR1() }
 	go w.Run(ctx)
 	go a.live.Run(ctx.Done())
 	a.served = make(chan error, 3)
@@ -270,6 +282,10 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Unlock()
 	_ = a.floor.Close()
 	a.srv.Runtime().Close()
+	a.ups.Close()
+	if l := a.srv.SetAccessLog(nil); l != nil {
+		_ = l.Close() // after the in-flight requests: every line is written
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}
@@ -325,7 +341,7 @@ func (a *App) runtime(cfg *config.Config, st store.Store) (*proxy.Runtime, error
 	if err != nil {
 		return nil, err
 	}
-	return proxy.NewRuntime(cfg, lim, a.metrics, a.log)
+	return proxy.NewRuntimeOn(a.ups, cfg, lim, a.metrics, a.log)
 }
 
 // newStore builds the store cfg names. Valkey is wrapped in the local
@@ -428,6 +444,9 @@ func (a *App) Reload(reason string) {
 	prev := a.srv.Swap(rt)
 	if a.rls != nil {
 		a.rls.Swap(cfg, rt.Limiter)
+	}
+	if err := a.setAccessLog(cfg); err != nil {
+		a.log.Error("log.access not changed", "err", err.Error())
 	}
 	a.level.Set(cfg.Log.Level)
 	a.warn(cfg)

@@ -51,6 +51,8 @@ func TestGoals(t *testing.T) {
 		// half load: medians 150 and 200 µs added
 		{"rlproxy_memory", baselineID, 0.75, []float64{1.5, 0.75, 700.0 / 300}, "met", ""},
 		{"rlproxy_valkey", baselineID, 0, nil, "", "not measured"},
+		{"rlproxy_accesslog", "rlproxy", 0, nil, "", "not measured"},
+		{"rlproxy_pool1", "rlproxy", 0, nil, "", "not measured"},
 	}
 	if len(got) != len(wants) {
 		t.Fatalf("%d goals, want %d: %+v", len(got), len(wants), got)

@@ -83,6 +83,8 @@ func throughputTargets() []targetSpec {
 		{id: "caddy", name: "Caddy reverse_proxy", kind: "caddy", conf: "Caddyfile"},
 		{id: "minproxy", name: "minproxy (Go floor)", kind: "minproxy"},
 		{id: "rlproxy", name: "rlproxy, no policy", kind: "rlproxy", conf: "rlproxy-nopolicy.yaml"},
+		{id: "rlproxy_accesslog", name: "rlproxy, no policy, access log on", kind: "rlproxy", conf: "rlproxy-accesslog.yaml"},
+		{id: "rlproxy_pool1", name: "rlproxy, no policy, one-server pool (urls)", kind: "rlproxy", conf: "rlproxy-pool1.yaml"},
 		{id: "rlproxy_memory", name: "rlproxy, token bucket, memory", kind: "rlproxy", conf: "rlproxy-memory.yaml"},
 		{id: "rlproxy_valkey", name: "rlproxy, token bucket, Valkey", kind: "rlproxy", conf: "rlproxy-valkey.yaml", valkey: true},
 		{id: "rlproxy_memory_keys", name: "rlproxy, memory, 10k clients", kind: "rlproxy", conf: "rlproxy-memory-keys.yaml", keys: benchKeys},
