@@ -35,7 +35,10 @@ func originBinary(t *testing.T) string {
 		originBin = filepath.Join(dir, "upstream")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", originBin, "rlproxy/bench/upstream").CombinedOutput(); err != nil {
+		// bench/ is a module of its own: build inside it.
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", originBin, "./upstream")
+		cmd.Dir = filepath.Join("..", "..", "bench")
+		if out, err := cmd.CombinedOutput(); err != nil {
 			originErr = fmt.Errorf("go build rlproxy/bench/upstream: %v\n%s", err, out)
 		}
 	})
