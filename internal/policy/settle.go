@@ -1,0 +1,84 @@
+package policy
+
+import (
+	"context"
+	"time"
+
+	"rlproxy/internal/algo"
+	"rlproxy/internal/store"
+)
+
+// cleanupTimeout bounds a Refund or Release: they run after the request's
+// own context may have ended (the client left), on a context of their own.
+const cleanupTimeout = time.Second
+
+// Release ends the concurrency leases res holds (enforcing and dry-run);
+// call it once the request is done with, whatever its fate after the
+// decision: proxied, abandoned by the client, or refused while waiting. A
+// refunded Result holds none (Refund released them).
+func (l *Limiter) Release(res *Result) {
+	if !res.HasLeases() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	for _, s := range [...]stage{stageEnforce, stageDryRun} {
+		if d := &res.stages[s]; d.leases() {
+			_ = l.store.Release(ctx, d.checks)
+		}
+	}
+}
+
+// Refund undoes the charges of res, a Pass decision that the proxy then
+// refused itself: a shaping cap (server.max_wait, server.max_waiting) turned
+// the wait the policies granted into a refusal, and a refused request is
+// charged by none (docs/CONTRACT.md). It walks res's record and refunds
+// every decision that charged, at the instant and with the cost it was
+// charged: the enforcing checks (store.Store.Refund, concurrency leases
+// included), the dry-run checks, and the per-instance fallback floor when
+// a store error made it decide; other requests' charges since are kept.
+// It runs at most once per Result, on its own context (1 s), and is a
+// no-op for any other outcome. Metrics: the policies counted the request
+// when it was decided (delayed, as they decided) and Refund does not
+// recount it; the caller counts the refusal itself
+// (metrics.ShapingRefusal). A refund the store fails leaves that charge to
+// expire like any other.
+func (l *Limiter) Refund(res *Result) {
+	if res.Outcome != Pass || res.refunded {
+		return
+	}
+	res.refunded = true
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	for s := range res.stages {
+		d := &res.stages[s]
+		if !d.charged {
+			continue
+		}
+		st := l.store
+		if stage(s) == stageFloor {
+			st = l.floor
+		}
+		_ = st.Refund(ctx, d.checks, d.at)
+	}
+}
+
+// Renew refreshes the concurrency leases of a long-running request (SSE,
+// WebSocket) so they do not expire while it runs.
+func (l *Limiter) Renew(ctx context.Context, res *Result) {
+	// One decision per lease: a decision refuses as a whole, so one lease
+	// that could not be renewed (it expired and its slot was taken) must not
+	// stop the others from being refreshed.
+	var out [1]algo.Decision
+	for _, s := range [...]stage{stageEnforce, stageDryRun} {
+		d := &res.stages[s]
+		if !d.leases() {
+			continue
+		}
+		for _, ck := range d.checks {
+			if ck.Lease != "" {
+				_, _ = l.store.Decide(ctx, []store.Check{ck}, 0, out[:])
+			}
+		}
+	}
+}
