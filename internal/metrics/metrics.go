@@ -56,6 +56,8 @@ type Metrics struct {
 	lastReload    prometheus.Gauge
 
 	memory *memoryCollector
+
+	cleanupErrors *prometheus.CounterVec
 }
 
 // New builds the collectors and registers them, with the Go runtime and
@@ -125,6 +127,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 				"Keys evicted from the in-process store by its max_keys LRU bound.", nil, nil),
 		},
 	}
+	m.cleanupErrors = newCleanupErrors()
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rlproxy_config_reloads_total",
 		Help: "Config reloads by result; a failed one keeps the running config.",
@@ -142,6 +145,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
 		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.breakerOpen,
 		m.localRefusals, m.shapingRefusals, reloads, m.lastReload, buildInfo, m.memory,
+		m.cleanupErrors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

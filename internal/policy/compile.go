@@ -24,6 +24,7 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 		counters:  map[string]*metrics.PolicyCounters{},
 		leaseBase: opts.LeasePrefix,
 		now:       opts.Now,
+		log:       opts.Log,
 	}
 	if l.now == nil {
 		l.now = time.Now
@@ -38,7 +39,7 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 			Policy:     *cp,
 			HeaderName: sfString(name),
 			Quota:      cp.Limit.Quota(),
-			Window:     ceilSeconds(cp.Limit.WindowMillis()),
+			Window:     CeilSeconds(cp.Limit.WindowMillis()),
 			key:        ex,
 			keyTail:    ":" + name + ":" + kindCode(cp.Limit.Kind),
 		}
@@ -138,9 +139,11 @@ func sfString(s string) string {
 	return b.String()
 }
 
-// ceilSeconds converts ms to whole seconds rounded up, at least 1
-// (docs/CONTRACT.md: w, t and Retry-After).
-func ceilSeconds(ms int64) int64 {
+// CeilSeconds converts a duration in ms to whole seconds rounded up, at
+// least 1: RateLimit-Policy's w and Retry-After's delay-seconds (RFC 9110
+// section 10.2.3), which are never 0 (docs/CONTRACT.md). A reset (t, which
+// may be 0) is rounded by package proxy's resetSeconds instead.
+func CeilSeconds(ms int64) int64 {
 	if ms <= 0 {
 		return 1
 	}

@@ -21,6 +21,7 @@
 package policy
 
 import (
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -45,7 +46,15 @@ const (
 	StoreError                   // the store could not decide; the fail mode applied
 )
 
-var statusNames = [...]string{"allowed", "delayed", "rejected", "not_charged", "dry_run_rejected", "store_error"}
+// statusNames maps each Status to its label value (package metrics spells them).
+var statusNames = [...]string{
+	Allowed:        metrics.DecisionAllowed,
+	Delayed:        metrics.DecisionDelayed,
+	Rejected:       metrics.DecisionRejected,
+	NotCharged:     metrics.DecisionNotCharged,
+	DryRunRejected: metrics.DecisionDryRunRejected,
+	StoreError:     metrics.DecisionStoreError,
+}
 
 // String returns the status as the metrics label spells it ("allowed",
 // "dry_run_rejected", ...).
@@ -126,6 +135,7 @@ type Limiter struct {
 	leaseSeq  atomic.Uint64
 	leaseBase string
 	now       func() time.Time
+	log       *slog.Logger
 }
 
 // Options are the collaborators of a Limiter.
@@ -141,6 +151,9 @@ type Options struct {
 	// (rlproxy_store_latency_seconds). Nil means time.Now. Decision
 	// instants are the store's own (Valkey's TIME, so a fleet agrees).
 	Now func() time.Time
+	// Log receives debug lines on failed store cleanups (Refund, Release,
+	// Renew); nil discards them.
+	Log *slog.Logger
 }
 
 // Policy returns the compiled policy of that name, or nil.

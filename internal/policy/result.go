@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"strings"
 	"time"
 
 	"rlproxy/internal/algo"
+	"rlproxy/internal/clientkey"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/store"
 )
@@ -163,6 +165,17 @@ func (res *Result) KeyFor(i int) string {
 		return ""
 	}
 	return res.stages[it.stage].checks[it.check].Key
+}
+
+// RedactedKeyFor is KeyFor(i) with its client id shortened by
+// clientkey.Redact, for logs: a hashed credential is not printed whole.
+func (res *Result) RedactedKeyFor(i int) string {
+	k := res.KeyFor(i)
+	open, end := strings.IndexByte(k, '{'), strings.IndexByte(k, '}')
+	if open < 0 || end < open {
+		return k
+	}
+	return k[:open+1] + clientkey.Redact(k[open+1:end]) + k[end:]
 }
 
 // pickBinding chooses the policy the legacy headers and the problem body

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"rlproxy/internal/algo"
+	"rlproxy/internal/metrics"
 	"rlproxy/internal/store"
 )
 
@@ -24,7 +25,7 @@ func (l *Limiter) Release(res *Result) {
 	defer cancel()
 	for _, s := range [...]stage{stageEnforce, stageDryRun} {
 		if d := &res.stages[s]; d.leases() {
-			_ = l.store.Release(ctx, d.checks)
+			l.cleanupFailed(ctx, metrics.CleanupRelease, l.store.Release(ctx, d.checks))
 		}
 	}
 }
@@ -42,7 +43,8 @@ func (l *Limiter) Release(res *Result) {
 // when it was decided (delayed, as they decided) and Refund does not
 // recount it; the caller counts the refusal itself
 // (metrics.ShapingRefusal). A refund the store fails leaves that charge to
-// expire like any other.
+// expire like any other; failures are counted
+// (rlproxy_store_cleanup_errors_total) and logged at debug.
 func (l *Limiter) Refund(res *Result) {
 	if res.Outcome != Pass || res.refunded {
 		return
@@ -59,7 +61,7 @@ func (l *Limiter) Refund(res *Result) {
 		if stage(s) == stageFloor {
 			st = l.floor
 		}
-		_ = st.Refund(ctx, d.checks, d.at)
+		l.cleanupFailed(ctx, metrics.CleanupRefund, st.Refund(ctx, d.checks, d.at))
 	}
 }
 
@@ -77,8 +79,25 @@ func (l *Limiter) Renew(ctx context.Context, res *Result) {
 		}
 		for _, ck := range d.checks {
 			if ck.Lease != "" {
-				_, _ = l.store.Decide(ctx, []store.Check{ck}, 0, out[:])
+				_, err := l.store.Decide(ctx, []store.Check{ck}, 0, out[:])
+				l.cleanupFailed(ctx, metrics.CleanupRenew, err)
 			}
 		}
+	}
+}
+
+// cleanupFailed counts and logs (at debug: the charge or lease expires on
+// its own, and a store outage is already counted and logged) a store
+// cleanup op that failed. An op whose ctx ended (a request's renewals
+// stopped as it finished) did not fail.
+func (l *Limiter) cleanupFailed(ctx context.Context, op string, err error) {
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	if l.metrics != nil {
+		l.metrics.CleanupError(op)
+	}
+	if l.log != nil {
+		l.log.Debug("store cleanup failed", "op", op, "err", err)
 	}
 }

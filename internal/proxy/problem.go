@@ -12,13 +12,14 @@ import (
 type problemKind uint8
 
 const (
-	problemRateLimited  problemKind = iota // a policy refused (response.status, default 429)
-	problemQueueFull                       // shaping cap reached (response.status)
-	problemUnavailable                     // a fail-closed policy could not be decided: 503
-	problemNoRoute                         // no route matched: 404
-	problemBadGateway                      // upstream unreachable or failed: 502
-	problemQuotaLimited                    // the quota endpoint itself is rate limited: 429
-	problemBodyTimeout                     // the client stalled sending its body: 408
+	problemRateLimited      problemKind = iota // a policy refused (response.status, default 429)
+	problemQueueFull                           // shaping cap reached (response.status)
+	problemUnavailable                         // a fail-closed policy could not be decided: 503
+	problemNoRoute                             // no route matched: 404
+	problemBadGateway                          // upstream unreachable or failed: 502
+	problemQuotaLimited                        // the quota endpoint itself is rate limited: 429
+	problemBodyTimeout                         // the client stalled sending its body: 408
+	problemMethodNotAllowed                    // the quota endpoint asked with a method other than GET or HEAD: 405
 )
 
 // problems holds each kind's RFC 9457 type, title and status. Types are
@@ -27,13 +28,14 @@ var problems = [...]struct {
 	typ, title, detail string
 	status             int
 }{
-	problemRateLimited:  {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "", http.StatusTooManyRequests},
-	problemQueueFull:    {"urn:rlproxy:problem:shaping-queue-full", "Too Many Requests", "the request would wait longer than this proxy queues requests", http.StatusTooManyRequests},
-	problemUnavailable:  {"urn:rlproxy:problem:limiter-unavailable", "Service Unavailable", "the rate limiter cannot decide right now and this route fails closed; retry shortly", http.StatusServiceUnavailable},
-	problemNoRoute:      {"urn:rlproxy:problem:no-route", "Not Found", "no route matches this request", http.StatusNotFound},
-	problemBadGateway:   {"urn:rlproxy:problem:bad-gateway", "Bad Gateway", "the upstream could not be reached or failed", http.StatusBadGateway},
-	problemQuotaLimited: {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "the quota endpoint is asked too often", http.StatusTooManyRequests},
-	problemBodyTimeout:  {"urn:rlproxy:problem:body-timeout", "Request Timeout", "the request body stalled for longer than server.body_timeout", http.StatusRequestTimeout},
+	problemRateLimited:      {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "", http.StatusTooManyRequests},
+	problemQueueFull:        {"urn:rlproxy:problem:shaping-queue-full", "Too Many Requests", "the request would wait longer than this proxy queues requests", http.StatusTooManyRequests},
+	problemUnavailable:      {"urn:rlproxy:problem:limiter-unavailable", "Service Unavailable", "the rate limiter cannot decide right now and this route fails closed; retry shortly", http.StatusServiceUnavailable},
+	problemNoRoute:          {"urn:rlproxy:problem:no-route", "Not Found", "no route matches this request", http.StatusNotFound},
+	problemBadGateway:       {"urn:rlproxy:problem:bad-gateway", "Bad Gateway", "the upstream could not be reached or failed", http.StatusBadGateway},
+	problemQuotaLimited:     {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "the quota endpoint is asked too often", http.StatusTooManyRequests},
+	problemBodyTimeout:      {"urn:rlproxy:problem:body-timeout", "Request Timeout", "the request body stalled for longer than server.body_timeout", http.StatusRequestTimeout},
+	problemMethodNotAllowed: {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "the quota endpoint answers GET and HEAD only", http.StatusMethodNotAllowed},
 }
 
 // writeProblem is the one place rlproxy answers in its own name. For
@@ -59,7 +61,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 		if rt != nil && (kind == problemRateLimited || kind == problemQueueFull) {
 			status = rt.Config.Response.Status
 		}
-		ra = retryAfterSec(res.RetryAfter)
+		ra = policy.CeilSeconds(res.RetryAfter)
 		if res.Binding >= 0 {
 			it = &res.Items[res.Binding]
 		}
@@ -108,7 +110,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 		b = append(b, `,"remaining":`...)
 		b = strconv.AppendInt(b, max(it.Decision.Remaining, 0), 10)
 		b = append(b, `,"reset":`...)
-		b = strconv.AppendInt(b, ceilSec(it.Decision.ResetAfter), 10)
+		b = strconv.AppendInt(b, resetSeconds(it.Decision.ResetAfter), 10)
 		b = append(b, `,"window":`...)
 		b = strconv.AppendInt(b, it.Policy.Window, 10)
 	}

@@ -216,7 +216,7 @@ func (s *Server) logRefusal(route *policy.Route, res *policy.Result) {
 	s.log.Info("request refused",
 		"route", route.Name,
 		"policy", it.Policy.Name,
-		"key", res.KeyFor(res.Binding),
+		"key", res.RedactedKeyFor(res.Binding),
 		"decision", it.Status.String(),
 		"retry_after_ms", res.RetryAfter,
 		"suppressed", suppressed)

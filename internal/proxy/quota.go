@@ -41,7 +41,7 @@ type quotaPolicy struct {
 }
 
 // quotaAnswer is the endpoint's body: the binding policy's figures at the
-// top (as the brief's example `{"limit":100,"remaining":45,"reset":3540}`),
+// top (as docs/CONTRACT.md's example `{"limit":100,"remaining":45,"reset":3540}`),
 // then every policy.
 type quotaAnswer struct {
 	Limit     int64         `json:"limit"`
@@ -54,7 +54,7 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 	q := rt.quota
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		writeProblem(w, r, problemMethodNotAllowed, nil, nil)
 		return
 	}
 	var d [1]algo.Decision
@@ -66,7 +66,7 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 	}
 	ans := quotaAnswer{Policies: []quotaPolicy{}}
 	seen := map[string]bool{}
-	best := -1
+	best, bestD := -1, algo.Decision{}
 	res := s.results.Get().(*policy.Result)
 	defer s.results.Put(res)
 	for _, route := range rt.Limiter.Routes() {
@@ -84,12 +84,10 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 			seen[it.Policy.Name] = true
 			ans.Policies = append(ans.Policies, quotaPolicy{
 				Name: it.Policy.Name, Route: route.Name, Limit: it.Policy.Quota,
-				Remaining: max(it.Decision.Remaining, 0), Reset: ceilSec(it.Decision.ResetAfter), Window: it.Policy.Window,
+				Remaining: max(it.Decision.Remaining, 0), Reset: resetSeconds(it.Decision.ResetAfter), Window: it.Policy.Window,
 			})
-			n := len(ans.Policies) - 1
-			if best < 0 || ans.Policies[n].Remaining < ans.Policies[best].Remaining ||
-				(ans.Policies[n].Remaining == ans.Policies[best].Remaining && ans.Policies[n].Reset > ans.Policies[best].Reset) {
-				best = n
+			if best < 0 || policy.Binds(it.Decision, bestD) {
+				best, bestD = len(ans.Policies)-1, it.Decision
 			}
 		}
 	}

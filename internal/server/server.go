@@ -286,7 +286,7 @@ func sameStore(a, b config.Store) bool {
 }
 
 func (a *App) runtime(cfg *config.Config, st store.Store) (*proxy.Runtime, error) {
-	lim, err := policy.New(cfg, policy.Options{Store: st, Floor: a.floor, Metrics: a.metrics, LeasePrefix: a.lease})
+	lim, err := policy.New(cfg, policy.Options{Store: st, Floor: a.floor, Metrics: a.metrics, LeasePrefix: a.lease, Log: a.log})
 	if err != nil {
 		return nil, err
 	}
