@@ -26,7 +26,7 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 		now:       opts.Now,
 		log:       opts.Log,
 	}
-	if l.now == nil {
+	if l.injected = l.now != nil; !l.injected {
 		l.now = time.Now
 	}
 	for _, name := range cfg.PolicyOrder {

@@ -155,14 +155,23 @@ func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, r *
 // fallback floor, and records the answer.
 func (l *Limiter) ask(ctx context.Context, d *decision, onFloor bool) {
 	if onFloor {
-		at, err := l.floor.Decide(ctx, d.checks, 0, d.out)
+		at, err := l.floor.Decide(ctx, d.checks, l.decideAt(), d.out)
 		d.record(at, err)
 		return
 	}
 	start := l.now()
-	at, err := l.store.Decide(ctx, d.checks, 0, d.out)
+	at, err := l.store.Decide(ctx, d.checks, l.decideAt(), d.out)
 	l.observeStore(ctx, start, err)
 	d.record(at, err)
+}
+
+// decideAt is the now argument of store decisions: 0 (the store's own
+// clock) unless Options.Now injected time.
+func (l *Limiter) decideAt() int64 {
+	if !l.injected {
+		return 0
+	}
+	return l.now().UnixMilli()
 }
 
 // observeStore records one store round trip of a decision made under ctx.

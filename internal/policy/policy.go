@@ -135,6 +135,7 @@ type Limiter struct {
 	leaseSeq  atomic.Uint64
 	leaseBase string
 	now       func() time.Time
+	injected  bool // decisions at now(), not the store's clock
 	log       *slog.Logger
 }
 
@@ -147,9 +148,11 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// LeasePrefix makes concurrency lease ids unique across instances.
 	LeasePrefix string
-	// Now is the policy layer's clock: it times store round trips
-	// (rlproxy_store_latency_seconds). Nil means time.Now. Decision
-	// instants are the store's own (Valkey's TIME, so a fleet agrees).
+	// Now is the policy layer's one clock. Nil (production): store round
+	// trips are timed with time.Now and each decision is made at the
+	// store's own clock (Valkey's TIME, so a fleet agrees). Set (tests
+	// with injected time): it times round trips and every decision,
+	// refund and renewal is made at Now(), on the store and the floor.
 	Now func() time.Time
 	// Log receives debug lines on failed store cleanups (Refund, Release,
 	// Renew); nil discards them.

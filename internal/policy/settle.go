@@ -79,7 +79,7 @@ func (l *Limiter) Renew(ctx context.Context, res *Result) {
 		}
 		for _, ck := range d.checks {
 			if ck.Lease != "" {
-				_, err := l.store.Decide(ctx, []store.Check{ck}, 0, out[:])
+				_, err := l.store.Decide(ctx, []store.Check{ck}, l.decideAt(), out[:])
 				l.cleanupFailed(ctx, metrics.CleanupRenew, err)
 			}
 		}
