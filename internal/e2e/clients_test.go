@@ -25,8 +25,8 @@ import (
 	"testing"
 	"time"
 
-	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/fakeclock"
+	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
 )
 
