@@ -227,6 +227,9 @@ type Policy struct {
 	DryRun bool
 	// Exempt clients (by real IP) pass and are not counted.
 	Exempt []netip.Prefix
+	// CountStatus, when not nil, limits the charge to requests whose
+	// response status is in it (count_status, settle.go); nil counts all.
+	CountStatus *StatusSet
 }
 
 // Plans maps a credential to a named plan, each plan a list of policies.
