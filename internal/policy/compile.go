@@ -63,8 +63,10 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 func (l *Limiter) compileRoute(cr *config.Route, cfg *config.Config, plans map[string]*PlanSet) *Route {
 	rt := &Route{Name: cr.Name, Upstream: cr.Upstream, Cost: max(cr.Cost, 1), match: cr.Match}
 	for _, pn := range cr.Policies {
-		rt.Policies = append(rt.Policies, l.policies[pn])
+		p := l.policies[pn]
+		rt.Policies = append(rt.Policies, p)
 		rt.counters = append(rt.counters, l.countersFor(rt.Name, pn))
+		rt.settles = rt.settles || p.CountStatus != nil
 	}
 	if cr.Plan != "" {
 		rt.Plans = plans[cr.Plan]
@@ -72,6 +74,7 @@ func (l *Limiter) compileRoute(cr *config.Route, cfg *config.Config, plans map[s
 		for _, pols := range cfg.Plans[cr.Plan].Plans {
 			for _, pn := range pols {
 				rt.planCounters[pn] = l.countersFor(rt.Name, pn)
+				rt.settles = rt.settles || l.policies[pn].CountStatus != nil
 			}
 		}
 	}

@@ -16,7 +16,7 @@
 //
 // The files follow the steps: compile.go (New), match.go (Match),
 // decide.go (Decide, Peek, fail modes), result.go (the record), settle.go
-// (Refund, Release, Renew). It knows nothing of HTTP responses; package
+// (Settle, Refund, Release, Renew). It knows nothing of HTTP responses; package
 // proxy turns a Result into one.
 package policy
 
@@ -99,12 +99,18 @@ type Route struct {
 	Plans *PlanSet
 
 	match        config.Match
+	settles      bool                               // some policy (or plan policy) has count_status
 	counters     []*metrics.PolicyCounters          // parallel to Policies
 	planCounters map[string]*metrics.PolicyCounters // plan policy name → counters
 }
 
 // Limited reports whether the route has any policy (and so sends quota headers).
 func (r *Route) Limited() bool { return len(r.Policies) > 0 || r.Plans != nil }
+
+// Settles reports whether the route's requests must be settled with their
+// response (Limiter.Settle): a policy of the route or of one of its plans
+// counts only some response statuses (count_status).
+func (r *Route) Settles() bool { return r.settles }
 
 // PlanSet is a compiled config.Plans: hashed credential → plan.
 type PlanSet struct {

@@ -116,7 +116,9 @@ type Result struct {
 	stages   [stageCount]decision // indexed by stage; stages[noStage] stays empty
 	cost     int64                // cost charged to each non-concurrency check
 	keyBuf   []byte
-	refunded bool // Refund ran
+	settle   []store.Check // scratch: the checks Settle refunds, one stage at a time
+	refunded bool          // Refund ran
+	settled  bool          // Settle ran
 }
 
 func (res *Result) reset(cost int64) {
@@ -125,7 +127,7 @@ func (res *Result) reset(cost int64) {
 	for s := range res.stages {
 		res.stages[s].reset()
 	}
-	res.cost, res.refunded = cost, false
+	res.cost, res.refunded, res.settled = cost, false, false
 }
 
 // Refunded reports whether Refund undid res's charges (logs tell a request

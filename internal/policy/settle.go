@@ -13,6 +13,64 @@ import (
 // own context may have ended (the client left), on a context of their own.
 const cleanupTimeout = time.Second
 
+// Settlement is what the response of a forwarded request said, for Settle.
+type Settlement struct {
+	// Status is the response's status code: the upstream's, or the one
+	// rlproxy answered in its place (502, 504, 408), or 499 (nginx's
+	// "client closed request") when the client left before any was sent.
+	Status int
+}
+
+// Settle finishes res's decision once its response is known: a policy
+// with count_status charged the request a reservation at Decide (so a
+// client at its limit is refused before the upstream, and concurrent
+// requests can never admit more than the limit of counted outcomes), and
+// Settle refunds that reservation, at the instant and cost it was charged,
+// when the response's status is not one the policy counts. Policies
+// without count_status keep their charge. It walks res's record like
+// Refund (store decisions that charged, the fallback floor included), runs
+// at most once, and is a no-op for a Result that was refused or already
+// refunded. The request's rlproxy_requests_total decision stays what
+// Decide counted (allowed or delayed): the metric counts decisions, not
+// charges. Call it before Release.
+func (l *Limiter) Settle(res *Result, s Settlement) {
+	if res.Outcome != Pass || res.refunded || res.settled {
+		return
+	}
+	res.settled = true
+	var ctx context.Context
+	for st := range res.stages {
+		d := &res.stages[st]
+		if !d.charged {
+			continue
+		}
+		res.settle = res.settle[:0]
+		for i := range res.Items {
+			it := &res.Items[i]
+			if cs := it.Policy.CountStatus; it.stage == stage(st) && cs != nil && !cs.Has(s.Status) {
+				res.settle = append(res.settle, d.checks[it.check])
+			}
+		}
+		if len(res.settle) == 0 {
+			continue
+		}
+		if ctx == nil {
+			c, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			ctx = c
+		}
+		l.cleanupFailed(ctx, metrics.CleanupRefund, l.storeFor(stage(st)).Refund(ctx, res.settle, d.at))
+	}
+}
+
+// storeFor is the store that decided stage s.
+func (l *Limiter) storeFor(s stage) store.Store {
+	if s == stageFloor {
+		return l.floor
+	}
+	return l.store
+}
+
 // Release ends the concurrency leases res holds (enforcing and dry-run);
 // call it once the request is done with, whatever its fate after the
 // decision: proxied, abandoned by the client, or refused while waiting. A
@@ -57,11 +115,7 @@ func (l *Limiter) Refund(res *Result) {
 		if !d.charged {
 			continue
 		}
-		st := l.store
-		if stage(s) == stageFloor {
-			st = l.floor
-		}
-		l.cleanupFailed(ctx, metrics.CleanupRefund, st.Refund(ctx, d.checks, d.at))
+		l.cleanupFailed(ctx, metrics.CleanupRefund, l.storeFor(stage(s)).Refund(ctx, d.checks, d.at))
 	}
 }
 

@@ -124,6 +124,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer stop()
 	}
 	if res.Wait > 0 && !s.wait(w, r, rt, route, ip, res) {
+		// Refunded by a shaping cap, or the client left while waiting.
+		rt.Limiter.Settle(res, policy.Settlement{Status: statusClientClosed})
+		return
+	}
+	if route.Settles() {
+		forwardSettled(w, r, rt.Limiter, up.limited, res)
 		return
 	}
 	up.limited.ServeHTTP(w, r)
