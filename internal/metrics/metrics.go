@@ -57,7 +57,8 @@ type Metrics struct {
 
 	memory *memoryCollector
 
-	cleanupErrors *prometheus.CounterVec
+	cleanupErrors     *prometheus.CounterVec
+	costHeaderInvalid *prometheus.CounterVec
 }
 
 // New builds the collectors and registers them, with the Go runtime and
@@ -128,6 +129,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 		},
 	}
 	m.cleanupErrors = newCleanupErrors()
+	m.costHeaderInvalid = newCostHeaderInvalid()
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rlproxy_config_reloads_total",
 		Help: "Config reloads by result; a failed one keeps the running config.",
@@ -145,7 +147,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
 		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.breakerOpen,
 		m.localRefusals, m.shapingRefusals, reloads, m.lastReload, buildInfo, m.memory,
-		m.cleanupErrors,
+		m.cleanupErrors, m.costHeaderInvalid,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
