@@ -286,6 +286,9 @@ type Policy struct {
 	DryRun bool
 	// Exempt clients (by real IP) pass and are not counted.
 	Exempt []netip.Prefix
+	// CountStatus, when not nil, limits the charge to requests whose
+	// response status is in it (count_status, settle.go); nil counts all.
+	CountStatus *StatusSet
 }
 
 // Plans maps a credential to a named plan, each plan a list of policies.
@@ -313,6 +316,10 @@ type Route struct {
 	Policies []string
 	Plan     string // name in Config.Plans, or ""
 	Cost     int64  // requests charged per request, default 1
+	// CostResponseHeader, when set, names the response header (or
+	// trailer) whose whole-number value is the request's real cost
+	// (cost_response_header, settle.go); canonical form.
+	CostResponseHeader string
 }
 
 // Match selects requests; every set field must match.

@@ -50,7 +50,7 @@ func (d *decoder) policy(e entry) *Policy {
 	}
 	algoFields := []string{"rate", "burst", "nodelay", "delay", "limit", "window", "lease"}
 	o := d.object(e.val, path, e.key.Line, slices.Concat([]string{"algorithm", "key", "combine",
-		"ipv4_prefix", "ipv6_prefix", "on_store_error", "dry_run", "exempt", "fallback"}, algoFields)...)
+		"ipv4_prefix", "ipv6_prefix", "on_store_error", "dry_run", "exempt", "fallback", "count_status"}, algoFields)...)
 	if o.bad {
 		return p
 	}
@@ -106,6 +106,7 @@ func (d *decoder) policy(e entry) *Policy {
 	if ok && d.limitValid(o.get("algorithm"), path, l) {
 		p.Limit = l
 	}
+	d.countStatus(o, a.kind, p)
 	return p
 }
 

@@ -58,7 +58,9 @@ type Metrics struct {
 
 	memory *memoryCollector
 
-	traffic *traffic // traffic.go
+	traffic           *traffic // traffic.go
+	cleanupErrors     *prometheus.CounterVec
+	costHeaderInvalid *prometheus.CounterVec
 }
 
 // New builds the collectors and registers them, with the Go runtime and
@@ -129,6 +131,8 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 				"Keys evicted from the in-process store by its max_keys LRU bound.", nil, nil),
 		},
 	}
+	m.cleanupErrors = newCleanupErrors()
+	m.costHeaderInvalid = newCostHeaderInvalid()
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rlproxy_config_reloads_total",
 		Help: "Config reloads by result; a failed one keeps the running config.",
@@ -146,6 +150,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
 		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.waitingLimit, m.breakerOpen,
 		m.localRefusals, m.shapingRefusals, reloads, m.lastReload, buildInfo, m.memory,
+		m.cleanupErrors, m.costHeaderInvalid,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 
+	"rlproxy/internal/algo"
 	"rlproxy/internal/config"
 	"rlproxy/internal/metrics"
 )
@@ -43,17 +44,15 @@ func (l *Limiter) mappingCounters(cfg *config.Config) {
 // res.Items follow ks, one each. Exemptions by client address do not
 // apply: there is no client address.
 func (l *Limiter) DecideKeyed(ctx context.Context, ks []Keyed, res *Result) {
-	res.reset()
+	res.reset(1)
 	for _, k := range ks {
 		l.addItem(res, k.Policy, k.Counters, nil, netip.Addr{}, k.Client)
 	}
-	l.orderChecks(res, 1)
 	for i := range res.Items {
-		res.checks[res.Items[i].check].Cost = max(ks[i].Cost, 1)
+		it := &res.Items[i]
+		if ck := &res.stages[it.stage].checks[it.check]; ck.Limit.Kind != algo.Concurrency {
+			ck.Cost = max(ks[i].Cost, 1)
+		}
 	}
-	if len(res.checks) == 0 {
-		return
-	}
-	l.decideChecks(ctx, res)
-	l.finish(res)
+	l.decideCollected(ctx, res)
 }

@@ -69,6 +69,6 @@ func WriteNotDescribed(w http.ResponseWriter, r *http.Request) {
 func QuotaHeaders(h http.Header, sets config.HeaderSet, res *policy.Result) {
 	setQuotaHeaders(h, sets, res)
 	if res.Outcome == policy.Refuse {
-		h[hdrRetryAfter] = []string{strconv.FormatInt(retryAfterSec(res.RetryAfter), 10)}
+		h[hdrRetryAfter] = []string{strconv.FormatInt(policy.CeilSeconds(res.RetryAfter), 10)}
 	}
 }

@@ -173,8 +173,14 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 			if rc.status != 0 { // refused by a shaping cap (else the client left)
 				rc.decision = decisionRejected
 			}
+			// Refunded by a shaping cap, or the client left while waiting.
+			rt.Limiter.Settle(res, policy.Settlement{Status: statusClientClosed})
 			return
 		}
+	}
+	if route.Settles() {
+		s.forwardSettled(w, r, rt.Limiter, route, up.limited, res)
+		return
 	}
 	up.limited.ServeHTTP(w, r)
 }
@@ -290,7 +296,7 @@ func (s *Server) logRefusal(route *policy.Route, res *policy.Result) {
 	s.log.Info("request refused",
 		"route", route.Name,
 		"policy", it.Policy.Name,
-		"key", res.KeyFor(res.Binding),
+		"key", res.RedactedKeyFor(res.Binding),
 		"decision", it.Status.String(),
 		"retry_after_ms", res.RetryAfter,
 		"suppressed", suppressed)

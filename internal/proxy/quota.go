@@ -47,7 +47,7 @@ type QuotaPolicy struct {
 }
 
 // QuotaAnswer is the quota endpoint's body: the binding policy's figures at the
-// top (as the brief's example `{"limit":100,"remaining":45,"reset":3540}`),
+// top (as docs/CONTRACT.md's example `{"limit":100,"remaining":45,"reset":3540}`),
 // then every policy.
 type QuotaAnswer struct {
 	Limit     int64         `json:"limit"`
@@ -60,7 +60,7 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 	q := rt.quota
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		writeProblem(w, r, problemMethodNotAllowed, nil, nil)
 		return
 	}
 	var d [1]algo.Decision
@@ -86,7 +86,7 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 func (rt *Runtime) Quota(ctx context.Context, routes []*policy.Route, r *http.Request, ip netip.Addr, res *policy.Result) QuotaAnswer {
 	ans := QuotaAnswer{Policies: []QuotaPolicy{}}
 	seen := map[string]bool{}
-	best := -1
+	best, bestD := -1, algo.Decision{}
 	for _, route := range routes {
 		if !route.Limited() {
 			continue
@@ -102,13 +102,11 @@ func (rt *Runtime) Quota(ctx context.Context, routes []*policy.Route, r *http.Re
 			seen[it.Policy.Name] = true
 			ans.Policies = append(ans.Policies, QuotaPolicy{
 				Name: it.Policy.Name, Route: route.Name, Limit: it.Policy.Quota,
-				Remaining: max(it.Decision.Remaining, 0), Reset: ceilSec(it.Decision.ResetAfter), Window: it.Policy.Window,
+				Remaining: max(it.Decision.Remaining, 0), Reset: resetSeconds(it.Decision.ResetAfter), Window: it.Policy.Window,
 				Client: live.ClientID(res.KeyFor(i)),
 			})
-			n := len(ans.Policies) - 1
-			if best < 0 || ans.Policies[n].Remaining < ans.Policies[best].Remaining ||
-				(ans.Policies[n].Remaining == ans.Policies[best].Remaining && ans.Policies[n].Reset > ans.Policies[best].Reset) {
-				best = n
+			if best < 0 || policy.Binds(it.Decision, bestD) {
+				best, bestD = len(ans.Policies)-1, it.Decision
 			}
 		}
 	}

@@ -51,6 +51,9 @@ type Options struct {
 	Log io.Writer
 	// Debounce is the reload watcher's quiet time (0 = reload.DefaultDebounce).
 	Debounce time.Duration
+	// Now injects the time every rate-limit decision is made at (tests);
+	// nil means each store's own clock (policy.Options.Now).
+	Now func() time.Time
 }
 
 // App is one serving rlproxy process. Build it with New, then Start (or
@@ -337,7 +340,7 @@ func sameStore(a, b config.Store) bool {
 }
 
 func (a *App) runtime(cfg *config.Config, st store.Store) (*proxy.Runtime, error) {
-	lim, err := policy.New(cfg, policy.Options{Store: st, Floor: a.floor, Metrics: a.metrics, LeasePrefix: a.lease})
+	lim, err := policy.New(cfg, policy.Options{Store: st, Floor: a.floor, Metrics: a.metrics, LeasePrefix: a.lease, Log: a.log, Now: a.opts.Now})
 	if err != nil {
 		return nil, err
 	}

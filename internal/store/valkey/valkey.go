@@ -140,6 +140,7 @@ func scriptSource() (string, error) {
 		"leaky_bucket.lua",
 		"concurrency.lua",
 		"refund.lua",
+		"charge.lua",
 		"dispatch.lua",
 	} {
 		b, err := luaFiles.ReadFile("lua/" + name)
