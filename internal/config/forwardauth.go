@@ -46,13 +46,16 @@ func (l *loader) forwardAuth(top object, o object) {
 	// interfaces alone, which never see the response.
 	if fa.Listen != "" && l.c.Listen == "" {
 		for i, r := range l.c.Routes {
-			for _, p := range routePolicies(l.c, r) {
-				if why := needsResponse(l.c.Policies[p]); why != "" {
-					l.errorf(&yaml.Node{Line: keyLine(top, "routes")}, index("routes", i)+".policies",
-						"policy %q %s, but with listen: \"\" this route is served only by forward_auth, which never sees the response", p, why)
+			if why := l.c.NeedsResponse(r); why != "" {
+				field := index("routes", i) + ".policies"
+				if r.CostResponseHeader != "" {
+					field = index("routes", i) + ".cost_response_header"
 				}
+				l.errorf(&yaml.Node{Line: keyLine(top, "routes")}, field,
+					"%s, but with listen: \"\" this route is served only by forward_auth, which never sees the response", why)
 			}
 		}
+
 	}
 }
 
@@ -76,8 +79,11 @@ func needsResponse(p *Policy) string {
 	if p == nil {
 		return ""
 	}
-	if p.Limit.Kind == algo.Concurrency {
+	switch {
+	case p.Limit.Kind == algo.Concurrency:
 		return "is a concurrency limit (its lease ends with the response)"
+	case p.CountStatus != nil:
+		return "counts only some response statuses (count_status)"
 	}
 	return ""
 }

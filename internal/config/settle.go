@@ -2,9 +2,7 @@ package config
 
 import (
 	"fmt"
-	"maps"
 	"net/textproto"
-	"slices"
 	"strconv"
 
 	"gopkg.in/yaml.v3"
@@ -120,28 +118,10 @@ func (c *Config) NeedsResponse(r *Route) string {
 	if r.CostResponseHeader != "" {
 		return "cost_response_header needs the upstream's response"
 	}
-	names := r.Policies
-	if pl := c.Plans[r.Plan]; r.Plan != "" && pl != nil {
-		names = append(names[:len(names):len(names)], planPolicies(pl)...)
-	}
-	for _, name := range names {
-		p := c.Policies[name]
-		switch {
-		case p == nil:
-		case p.CountStatus != nil:
-			return fmt.Sprintf("policy %q: count_status needs the upstream's response", name)
-		case p.Limit.Kind == algo.Concurrency:
-			return fmt.Sprintf("policy %q: concurrency holds a slot until the upstream's response ends", name)
+	for _, name := range routePolicies(c, r) {
+		if why := needsResponse(c.Policies[name]); why != "" {
+			return fmt.Sprintf("policy %q %s", name, why)
 		}
 	}
 	return ""
-}
-
-// planPolicies lists the policies of every plan of pl, sorted by plan name.
-func planPolicies(pl *Plans) []string {
-	var out []string
-	for _, plan := range slices.Sorted(maps.Keys(pl.Plans)) {
-		out = append(out, pl.Plans[plan]...)
-	}
-	return out
 }

@@ -68,7 +68,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"", `policy "fails": count_status needs the upstream's response`, `policy "conc": concurrency holds a slot until the upstream's response ends`}
+	want := []string{"", `policy "fails" counts only some response statuses (count_status)`, `policy "conc" is a concurrency limit (its lease ends with the response)`}
 	for i, r := range cfg.Routes {
 		if got := cfg.NeedsResponse(r); got != want[i] {
 			t.Errorf("route %s: %q, want %q", r.Name, got, want[i])
