@@ -607,6 +607,7 @@ func (l *Limiter) failEnforcing(ctx context.Context, res *Result) {
 		}
 		it.Status = StoreError
 		it.Unknown = true
+		l.metrics.StoreFallback(it.Policy.Name, metrics.FallbackMode(it.Policy.OnStoreError == config.FailClosed, it.Policy.Fallback != nil && l.floor != nil))
 		switch {
 		case it.Policy.OnStoreError == config.FailClosed:
 			res.Outcome = Unavailable
