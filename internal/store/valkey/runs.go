@@ -108,17 +108,7 @@ func (s *Store) send(c valkeygo.Client, calls []*call) {
 	var runs []run
 	defer func() {
 		if r := recover(); r != nil {
-			err := fmt.Errorf("running decision batch: %v", r)
-			if runs == nil { // grouping panicked: nobody was answered
-				for _, cl := range calls {
-					cl.done <- reply{err: err}
-				}
-			}
-			for i := range runs {
-				if !runs[i].answered {
-					runs[i].answer(valkeygo.ValkeyResult{}, err)
-				}
-			}
+			failUnanswered(calls, runs, fmt.Errorf("running decision batch: %v", r))
 			panic(r)
 		}
 	}()
@@ -165,5 +155,21 @@ func (s *Store) send(c valkeygo.Client, calls []*call) {
 		}
 		s.roundTrip(failed)
 		todo, helper = again, true
+	}
+}
+
+// failUnanswered answers with err every call of a batch not yet answered:
+// all of calls when they were not grouped into runs yet (runs nil), else
+// those of every run not answered.
+func failUnanswered(calls []*call, runs []run, err error) {
+	if runs == nil {
+		for _, cl := range calls {
+			cl.done <- reply{err: err}
+		}
+	}
+	for i := range runs {
+		if !runs[i].answered {
+			runs[i].answer(valkeygo.ValkeyResult{}, err)
+		}
 	}
 }
