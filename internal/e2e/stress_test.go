@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strconv"
@@ -78,8 +77,7 @@ func TestStressStall(t *testing.T) {
 	s := stressFromEnv(t)
 	srv := redisserver.Start(t, "--enable-debug-command", "yes")
 	srv.Client(t)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
-	t.Cleanup(up.Close)
+	up := newOKUpstream(t)
 	for _, n := range s.instances {
 		f := fleet.Start(t, n, fmt.Sprintf(`
 store: { type: valkey, valkey: { addrs: [%q]%s } }
@@ -88,7 +86,7 @@ policies:
   hourly: { algorithm: token_bucket, rate: 10r/h, burst: 10, key: "header:X-Client", on_store_error: allow }
 routes:
   - { name: all, match: { path_prefix: / }, upstream: app, policies: [hourly] }
-`, srv.Addr, s.timeout, up.URL))
+`, srv.Addr, s.timeout, up))
 		for _, conns := range s.conns {
 			for run := range s.runs {
 				name := fmt.Sprintf("%d instance(s), %d connections, run %d", n, conns, run+1)

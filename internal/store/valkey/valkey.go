@@ -66,14 +66,16 @@ type Options struct {
 	// SentinelMaster is the Sentinel master set name; empty = no Sentinel.
 	SentinelMaster string
 	// OnRoundTrip, when non-nil, is told the outcome of every round trip
-	// that carries decisions (a DoMulti of a batch, however many decisions
-	// it holds, or one script run): nil, or the error that says the server
-	// did not answer in time or at all (an error reply such as a script
-	// error is an answer: nil). Runs whose caller gave up before the reply
-	// (context canceled) are not reported. It is how guard.Circuit judges
-	// the store: a slow batch is one failure, not one per decision in it.
-	// Called synchronously on the request path: keep it short.
-	OnRoundTrip func(err error)
+	// that carries decisions, per node (Store.Node: a Cluster master, or
+	// the one server): a DoMulti of a batch, however many decisions it
+	// holds, is one round trip to each node it reached; one script run is
+	// one. err is nil, or the error that says the node did not answer in
+	// time or at all (an error reply such as a script error is an answer:
+	// nil). Runs whose caller gave up before the reply (context canceled)
+	// are not reported. It is how guard.Circuits judges the store: a slow
+	// batch is one failure, not one per decision in it, and a dead master
+	// only its own. Called synchronously on the request path: keep it short.
+	OnRoundTrip func(node string, err error)
 }
 
 // Store is a store.Store on Valkey. It is safe for concurrent use.
@@ -91,7 +93,9 @@ type Store struct {
 
 	limits limitCache // each limit's ARGV strings (args.go)
 	batch  batcher    // concurrent runs share one DoMulti (batch.go)
-	onTrip func(err error)
+	onTrip func(node string, err error)
+	topo   topology // Cluster slot owners (nodes.go)
+	single string   // the node name outside Cluster mode
 }
 
 var _ store.Store = (*Store)(nil)
@@ -128,6 +132,8 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 		sha:        sha1Hex(src),
 		connecting: make(chan struct{}, 1),
 		onTrip:     opt.OnRoundTrip,
+		topo:       topology{kick: make(chan struct{}, 1), stop: make(chan struct{})},
+		single:     singleName(opt.Addrs),
 	}
 	if opt.Timeout > 0 {
 		s.opt.Dialer.Timeout = opt.Timeout
@@ -214,6 +220,9 @@ func (s *Store) Client(ctx context.Context) (valkeygo.Client, error) {
 		return nil, fmt.Errorf("connecting to valkey %s: %w", strings.Join(s.opt.InitAddress, ","), err)
 	}
 	s.conn.Store(&c)
+	if c.Mode() == valkeygo.ClientModeCluster {
+		s.watchTopology(c)
+	}
 	return c, nil
 }
 
@@ -315,15 +324,21 @@ func (s *Store) exec(ctx context.Context, c valkeygo.Client, mode string, checks
 	defer cancel()
 	reply, err = s.script.Exec(tctx, c, cl.keys, cl.args).ToArray()
 	if mode != modeRefund && !(errors.Is(err, context.Canceled) && ctx.Err() != nil) {
-		s.roundTrip(err)
+		s.roundTrip(s.Node(cl.keys[0]), err)
 	}
 	return reply, 0, 1, err
 }
 
-// roundTrip reports one decision round trip's outcome (Options.OnRoundTrip).
-func (s *Store) roundTrip(err error) {
+// roundTrip reports one decision round trip's outcome on node
+// (Options.OnRoundTrip); a failure on a Cluster asks for the slot owners
+// again (a failover may have moved them).
+func (s *Store) roundTrip(node string, err error) {
+	err = roundTripErr(err)
+	if err != nil && s.topo.table.Load() != nil {
+		s.kickTopology()
+	}
 	if s.onTrip != nil {
-		s.onTrip(roundTripErr(err))
+		s.onTrip(node, err)
 	}
 }
 
@@ -440,6 +455,9 @@ func (s *Store) Release(ctx context.Context, checks []store.Check) error {
 // Store must not be used after Close (a later call would reconnect).
 func (s *Store) Close() error {
 	if c := s.conn.Swap(nil); c != nil {
+		if (*c).Mode() == valkeygo.ClientModeCluster {
+			close(s.topo.stop)
+		}
 		(*c).Close()
 	}
 	return nil
