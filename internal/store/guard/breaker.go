@@ -26,12 +26,10 @@ var ErrOpen = errors.New("store circuit open")
 // it lets a few probe decisions through. The breaker never retries
 // anything itself.
 //
-// What the circuit judges is round trips. A Breaker made by NewBreaker
-// counts each Decide as one (a store that makes one round trip per
-// decision); one made by Circuit.Guard leaves the counting to the store,
-// which reports each round trip to Circuit.Record (the Valkey store's
-// Options.OnRoundTrip), so that a batch of many decisions that times out
-// is one failure, not one per decision in it.
+// What the circuits judge is round trips, which the store reports to
+// Circuits.Record (the Valkey store's Options.OnRoundTrip): a batch of
+// many decisions that times out is one failure, not one per decision in
+// it, and on a Cluster each master (slot owner) has its own circuit.
 //
 // A decision that fails only because the caller cancelled its context
 // (context.Canceled with ctx done) says nothing about the store: it neither
@@ -46,17 +44,6 @@ type Breaker struct {
 	next     store.Store
 	circuits *Circuits
 	nodeOf   func(key string) string // nil: every key on node ""
-	record   bool                    // Decide's outcomes are the round trips (NewBreaker)
-}
-
-// NewBreaker returns a Breaker in front of next, with one new closed
-// Circuit for opts, that counts every Decide as one round trip.
-func NewBreaker(next store.Store, opts BreakerOptions) *Breaker {
-	var onChange func(string, bool)
-	if f := opts.OnStateChange; f != nil {
-		onChange = func(_ string, open bool) { f(open) }
-	}
-	return &Breaker{next: next, circuits: NewCircuits(opts, onChange, nil), record: true}
 }
 
 // Guard returns a Breaker in front of next that refuses a decision while
@@ -95,9 +82,6 @@ func (b *Breaker) Decide(ctx context.Context, checks []store.Check, now int64, o
 			}
 		}
 		return used, err
-	}
-	if b.record {
-		adm[0].c.Record(err)
 	}
 	return used, err
 }
