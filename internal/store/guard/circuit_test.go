@@ -60,8 +60,8 @@ func TestCircuitRatio(t *testing.T) {
 }
 
 // TestCircuitProbes: half-open, the circuit lets exactly Probes (3)
-// decisions through; it closes once all three succeeded, and one failure
-// among them opens it again for a Cooldown. Probes that never report are
+// decisions through; two failures among them (ratio 0.5) open it again
+// for a Cooldown, one among three reported closes it. Probes that never report are
 // given again a Cooldown after their round began.
 func TestCircuitProbes(t *testing.T) {
 	clk := &fakeClock{}
@@ -83,10 +83,13 @@ func TestCircuitProbes(t *testing.T) {
 	if n := admit(); n != DefaultProbes {
 		t.Fatalf("half-open: %d admitted, want %d", n, DefaultProbes)
 	}
-	c.Record(nil)
-	c.Record(errDown) // the second probe fails
+	c.Record(errDown) // 1 of 3 failed: below the ratio 0.5
+	if c.Up() {
+		t.Fatal("closed before every probe reported")
+	}
+	c.Record(errDown) // 2 of 3 failed: >= 0.5 × 3
 	if c.Up() || admit() != 0 {
-		t.Fatal("a failed probe did not re-open the circuit")
+		t.Fatal("two failed probes of three did not re-open the circuit")
 	}
 	clk.set(2 * DefaultCooldown)
 	if n := admit(); n != DefaultProbes {
@@ -101,15 +104,14 @@ func TestCircuitProbes(t *testing.T) {
 	if n := admit(); n != DefaultProbes {
 		t.Fatalf("unreported probes: %d admitted a Cooldown later, want %d", n, DefaultProbes)
 	}
-	for range DefaultProbes - 1 {
-		c.Record(nil)
-	}
+	c.Record(nil)
+	c.Record(errDown)
 	if c.Up() {
-		t.Fatal("closed before every probe succeeded")
+		t.Fatal("closed before every probe reported")
 	}
 	c.Record(nil)
 	if !c.Up() || admit() != 10 {
-		t.Fatal("three successful probes did not close the circuit")
+		t.Fatal("two successful probes and one failed of three did not close the circuit")
 	}
 }
 
