@@ -86,7 +86,7 @@ func defaults(path string) *Config {
 		Store: Store{
 			Type:       "memory",
 			MaxKeys:    1_000_000,
-			Valkey:     Valkey{Timeout: 50 * time.Millisecond, KeyPrefix: "rl:"},
+			Valkey:     Valkey{Timeout: 2 * time.Second, KeyPrefix: "rl:"},
 			Breaker:    Breaker{Failures: 5, Cooldown: 500 * time.Millisecond},
 			HashSecret: []byte(builtinHashSecret),
 		},
@@ -357,7 +357,9 @@ func (l *loader) store(o object) {
 			s.HashSecret = []byte(v)
 		}
 	}
-	bo := l.object(o.get("breaker"), o.field("breaker"), keyLine(o, "breaker"), "failures", "cooldown")
+	bo := l.object(o.get("breaker"), o.field("breaker"), keyLine(o, "breaker"), "failures", "cooldown",
+		"failure_ratio", "window", "min_calls")
+	l.breakerRatio(bo)
 	if n := bo.get("failures"); n != nil {
 		if v, ok := l.integer(n, bo.field("failures"), 1, 1_000_000); ok {
 			s.Breaker.Failures = int(v)
