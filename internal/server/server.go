@@ -72,6 +72,7 @@ type App struct {
 	cert    atomic.Pointer[tls.Certificate]
 	hs      *http.Server
 	ln      net.Listener
+	lim     *limitListener // the public listener's connection cap and write timeout
 	adm     *admin.Server
 	watcher *reload.Watcher
 	stop    context.CancelFunc
@@ -156,6 +157,8 @@ func (a *App) Start() error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	a.lim = newLimitListener(ln, cfg.Server, metrics.NewListeners(a.reg).For("public"), a.log)
+	ln = a.lim
 	if cfg.TLS != nil {
 		if err := a.loadCert(cfg.TLS); err != nil {
 			ln.Close()
@@ -388,6 +391,9 @@ func (a *App) Reload(reason string) {
 		a.cert.Store(cert) // only with the config it belongs to
 	}
 	prev := a.srv.Swap(rt)
+	if a.lim != nil {
+		a.lim.set(cfg.Server)
+	}
 	a.level.Set(cfg.Log.Level)
 	a.warn(cfg)
 	a.metrics.ConfigReload(true, now)
