@@ -77,6 +77,8 @@ type App struct {
 	watcher *reload.Watcher
 	stop    context.CancelFunc
 	served  chan error
+
+	draining atomic.Bool // shutdown begun: /readyz answers 503 (shutdown.go)
 }
 
 // New loads the configuration at path and builds everything but the
@@ -147,7 +149,7 @@ func (a *App) AdminAddr() string {
 func (a *App) Start() error {
 	cfg := a.Config()
 	a.hs = &http.Server{
-		Handler:           a.srv,
+		Handler:           a.drainAware(a.srv),
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
@@ -178,7 +180,7 @@ func (a *App) Start() error {
 		if os.Getenv("RLPROXY_PPROF") == "1" {
 			opts = append(opts, admin.WithPprof())
 		}
-		a.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil }, opts...)
+		a.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil && !a.draining.Load() }, opts...)
 		if err := a.adm.Start(); err != nil {
 			ln.Close()
 			return fmt.Errorf("starting admin listener: %w", err)
@@ -201,7 +203,8 @@ func (a *App) Start() error {
 }
 
 // Run starts the App and serves until ctx is done (SIGTERM in
-// production), then shuts down gracefully.
+// production), then shuts down the way load balancers expect (drain,
+// shutdown.go).
 func (a *App) Run(ctx context.Context) error {
 	if err := a.Start(); err != nil {
 		return err
@@ -211,21 +214,15 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	timeout := a.Config().Server.ShutdownTimeout
-	a.log.Info("shutting down", "timeout", timeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return a.Shutdown(sctx)
+	return a.drain()
 }
 
 // Shutdown stops accepting connections and lets in-flight requests —
 // including those waiting their turn in a leaky bucket — finish before ctx
 // is done; then it closes the store.
 func (a *App) Shutdown(ctx context.Context) error {
-	if a.stop != nil {
-		a.stop()
-		_ = a.watcher.Close()
-	}
+	a.draining.Store(true)
+	a.stopWatching()
 	var err error
 	if a.hs != nil {
 		err = a.hs.Shutdown(ctx)

@@ -197,6 +197,16 @@ func (p *Proc) Exited() (bool, int) {
 	}
 }
 
+// Signal sends sig to the process (SIGHUP: a reload; SIGTERM: a graceful
+// stop, without waiting for it as Stop does).
+func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Pid is the process id (for readings under /proc).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
 // Log returns the process's stderr so far.
 func (p *Proc) Log() string {
 	p.mu.Lock()
