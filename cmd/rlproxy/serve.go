@@ -19,6 +19,7 @@ func cmdServe(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "configs/rlproxy.yaml", "configuration file")
+	maxBytes := maxConfigBytesFlag(fs)
 	if !parseFlags(fs, args, stderr) {
 		return 2
 	}
@@ -27,9 +28,10 @@ func cmdServe(args []string, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	app, err := server.New(*path, server.Options{Version: version, Log: stderr})
+	app, err := server.New(*path, server.Options{Version: version, Log: stderr, MaxConfigBytes: *maxBytes})
 	if err != nil {
-		fmt.Fprintf(stderr, "rlproxy: loading %s:\n%v\n", *path, err)
+		fmt.Fprintf(stderr, "rlproxy: loading %s:\n", *path)
+		printProblems(stderr, err)
 		return 1
 	}
 	ctx, stop := context.WithCancel(context.Background())

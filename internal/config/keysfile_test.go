@@ -111,3 +111,27 @@ routes: [{ name: r, upstream: app, plan: t }]
 		t.Errorf("config over the limit: %v\nwant %s", err, want)
 	}
 }
+
+// TestSummary: at most n problems, each cut to 256 bytes, then the count
+// of the rest.
+func TestSummary(t *testing.T) {
+	e := &Errors{}
+	for i := range 150 {
+		e.Problems = append(e.Problems, Problem{File: "k.yaml", Line: i + 1, Msg: "unknown plan"})
+	}
+	e.Problems[0].Msg = strings.Repeat("é", 200) // 400 bytes
+	s := e.Summary(100)
+	lines := strings.Split(s, "\n")
+	if len(lines) != 101 || lines[100] != "and 50 more problems (rlproxy validate lists them all)" {
+		t.Fatalf("%d lines, last %q", len(lines), lines[len(lines)-1])
+	}
+	if !strings.HasSuffix(lines[0], "é…") || len(lines[0]) > summaryProblemBytes+len("…") {
+		t.Errorf("long problem not cut at a rune: %d bytes %q", len(lines[0]), lines[0][len(lines[0])-8:])
+	}
+	if lines[99] != "k.yaml:100: unknown plan" {
+		t.Errorf("100th line %q", lines[99])
+	}
+	if got := (&Errors{Problems: e.Problems[1:3]}).Summary(100); got != "k.yaml:2: unknown plan\nk.yaml:3: unknown plan" {
+		t.Errorf("short summary %q", got)
+	}
+}

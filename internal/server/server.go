@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,9 @@ type Options struct {
 	Log io.Writer
 	// Debounce is the reload watcher's quiet time (0 = reload.DefaultDebounce).
 	Debounce time.Duration
+	// MaxConfigBytes bounds the config file and each keys_file, in bytes
+	// (0 = config.DefaultMaxFileBytes; rlproxy -max-config-bytes).
+	MaxConfigBytes int64
 }
 
 // App is one serving rlproxy process. Build it with New, then Start (or
@@ -85,7 +89,7 @@ type App struct {
 // listeners. Errors: the file's problems (*config.Errors, one FILE:LINE:
 // field: message per line) or a store that cannot be built.
 func New(path string, opts Options) (*App, error) {
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadWith(path, config.LoadOptions{MaxFileBytes: opts.MaxConfigBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +355,7 @@ func (a *App) Reload(reason string) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	now := time.Now()
-	cfg, err := config.Load(a.path)
+	cfg, err := config.LoadWith(a.path, config.LoadOptions{MaxFileBytes: a.opts.MaxConfigBytes})
 	if err != nil {
 		a.refuse(reason, now, err)
 		return
@@ -405,9 +409,24 @@ func (a *App) warn(cfg *config.Config) {
 	}
 }
 
+// maxLoggedProblems bounds the problems a refused reload logs (one line
+// under 64 KiB); `rlproxy validate` prints them all.
+const maxLoggedProblems = 100
+
+// refuse logs and counts a refused reload, then returns the memory the
+// failed load took to the OS: a big file's YAML tree and problem list must
+// not stay in the process's footprint until the next GC cycles.
 func (a *App) refuse(reason string, now time.Time, err error) {
 	a.metrics.ConfigReload(false, now)
-	a.log.Error("config reload refused; keeping the running configuration", "reason", reason, "err", err.Error())
+	var ce *config.Errors
+	msg := ""
+	if errors.As(err, &ce) {
+		msg = ce.Summary(maxLoggedProblems)
+	} else {
+		msg = err.Error()
+	}
+	a.log.Error("config reload refused; keeping the running configuration", "reason", reason, "err", msg)
+	debug.FreeOSMemory()
 }
 
 // extraFiles are the files besides the config whose change is a reload:
