@@ -30,7 +30,9 @@ import (
 // connection (a WebSocket with nothing to send) writes nothing and is not
 // cut: silence is legitimate there. Cutting the client fails the response
 // copy; ReverseProxy then closes the upstream body, which closes that
-// upstream connection (a body not read to its end is never reused).
+// upstream connection (a body not read to its end is never reused), and the
+// client's connection is reset rather than closed, releasing its socket
+// buffers at once.
 type limitListener struct {
 	net.Listener
 	max          atomic.Int64 // cap on open connections
@@ -117,10 +119,17 @@ func (c *limitConn) Write(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Write(p)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && c.timedOut.CompareAndSwap(false, true) {
+		// Not closed here: the failed write ends the response copy, and
+		// its handler's return closes the connection (an early close
+		// would cancel the request first and turn the upstream copy's
+		// end into a logged read error). That close resets (nginx
+		// reset_timedout_connection): the unsent bytes are dropped with
+		// the socket at once instead of waiting for a client that does
+		// not read.
 		c.l.m.WriteTimeouts.Inc()
-		// The connection is useless now; close it rather than wait for
-		// its owner to notice, so its descriptor is free at once.
-		_ = c.Close()
+		if lc, ok := c.Conn.(interface{ SetLinger(int) error }); ok {
+			_ = lc.SetLinger(0)
+		}
 	}
 	return n, err
 }

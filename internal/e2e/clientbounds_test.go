@@ -1,0 +1,252 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"rlproxy/internal/testutil/rlproxytest"
+)
+
+// boundsClients is how many non-reading clients TestNonReadingClients
+// opens: 500 in the normal suite, RLPROXY_NONREADING_CLIENTS for the
+// stress form (bench/nonreading.sh runs 10,000 against a real process).
+func boundsClients(t *testing.T) int {
+	if s := os.Getenv("RLPROXY_NONREADING_CLIENTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("RLPROXY_NONREADING_CLIENTS=%q: want a count", s)
+		}
+		return n
+	}
+	return 500
+}
+
+// boundsUpstream streams up to 100 MB to every request for /big (32 KiB
+// writes, until one fails) and answers "ok" otherwise; active counts the
+// /big handlers running, i.e. upstream connections a client still holds.
+// The /big connection is hijacked to give it a 32 KiB send buffer: the
+// kernel would otherwise let megabytes pile up per stalled connection
+// before the proxy stops reading, which only costs the test time.
+type boundsUpstream struct {
+	*rlproxytest.Upstream
+	active, most atomic.Int64 // running /big handlers, and their maximum
+}
+
+func newBoundsUpstream(t *testing.T) *boundsUpstream {
+	u := &boundsUpstream{Upstream: rlproxytest.NewUpstream(t)}
+	u.Handler = func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/big" {
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		for now := u.active.Add(1); ; {
+			if m := u.most.Load(); now <= m || u.most.CompareAndSwap(m, now) {
+				break
+			}
+		}
+		defer u.active.Add(-1)
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetWriteBuffer(32 << 10)
+		}
+		if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", 100<<20); err != nil {
+			return
+		}
+		buf := make([]byte, 32<<10)
+		for sent := 0; sent < 100<<20; sent += len(buf) {
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}
+	return u
+}
+
+// boundsDial opens a connection with a 4 KiB receive buffer (set before
+// connecting, so the window stays small) and sends GET /big; it never
+// reads until the test says so.
+func boundsDial(addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// boundsProbe is a well-behaved keep-alive client: GET /probe every 20 ms
+// on one connection until stop, recording failures and latencies.
+type boundsProbe struct {
+	mu        sync.Mutex
+	failures  []string
+	latencies []time.Duration
+}
+
+func (p *boundsProbe) run(url string, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		start := time.Now()
+		code, _, err := shutdownGet(c, url)
+		p.mu.Lock()
+		p.latencies = append(p.latencies, time.Since(start))
+		if code != http.StatusOK {
+			p.failures = append(p.failures, fmt.Sprintf("status %d, %v", code, err))
+		}
+		p.mu.Unlock()
+	}
+}
+
+// TestNonReadingClients: clients that send GET for a 100 MB response and
+// never read are cut once a write has blocked for write_timeout (1 s), or
+// refused at once beyond max_connections (400; how many depends on how fast
+// they connect, so it is counted, not asserted: TestMaxConnections in
+// internal/server is exact); no more than 399 upstream connections are
+// held at once; the upstream connection of every cut client is closed; the
+// open-connection gauge comes back to the probe alone; and a keep-alive
+// probe client sees no failure throughout.
+func TestNonReadingClients(t *testing.T) {
+	n := boundsClients(t)
+	up := newBoundsUpstream(t)
+	in := rlproxytest.Start(t, fmt.Sprintf(`
+server: { write_timeout: 1s, max_connections: 400 }
+upstreams: { app: { url: %q } }
+routes: [ { name: all, upstream: app } ]
+`, up.URL))
+	addr := in.App.Addr()
+	probe := &boundsProbe{}
+	stop, probeDone := make(chan struct{}), make(chan struct{})
+	go probe.run(in.URL+"/probe", stop, probeDone)
+	e2eWaitFor(t, 10*time.Millisecond, "the probe's first answer", func() bool {
+		probe.mu.Lock()
+		defer probe.mu.Unlock()
+		return len(probe.latencies) > 0
+	})
+
+	start := time.Now()
+	conns := boundsFlood(t, addr, n)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	t.Logf("%d clients connected in %v", n, time.Since(start).Round(time.Millisecond))
+	var refused, cut float64
+	e2eWaitForLong(t, "every client cut or refused", func() bool {
+		_, s := opsScrape(t, in)
+		refused = opsValue(t, s, "rlproxy_connections_refused_total", "listener", "public")
+		cut = opsValue(t, s, "rlproxy_write_timeouts_total", "listener", "public")
+		return refused+cut == float64(n) && opsValue(t, s, "rlproxy_connections_open", "listener", "public") == 1
+	})
+	t.Logf("all cut or refused %v after the first dial", time.Since(start).Round(time.Millisecond))
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("all cut %v after connecting, before write_timeout (1s)", d)
+	}
+	// Each accepted client holds one upstream connection: never more than
+	// max_connections minus the probe's.
+	if most := up.most.Load(); most > 399 {
+		t.Errorf("%d upstream connections held at once, want at most 399 (max_connections 400)", most)
+	}
+	e2eWaitForLong(t, "the upstream connections of cut clients closed", func() bool { return up.active.Load() == 0 })
+
+	t.Logf("upstream released %v after the first dial", time.Since(start).Round(time.Millisecond))
+	// Each client reads what the kernel held, then the end of its connection.
+	for i, c := range conns {
+		if c == nil {
+			continue
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("client %d: %v, want its connection closed", i, err)
+		}
+	}
+	t.Logf("clients read to their end %v after the first dial", time.Since(start).Round(time.Millisecond))
+	close(stop)
+	<-probeDone
+	probe.mu.Lock()
+	defer probe.mu.Unlock()
+	if len(probe.failures) > 0 {
+		t.Errorf("probe: %d of %d failed, first: %s", len(probe.failures), len(probe.latencies), probe.failures[0])
+	}
+	slices.Sort(probe.latencies)
+	l := probe.latencies
+	t.Logf("%d clients: %v refused, %v cut by write_timeout; probe %d requests, p50 %v p99 %v max %v",
+		n, refused, cut, len(l), l[len(l)/2], l[len(l)*99/100], l[len(l)-1])
+}
+
+// boundsFlood opens n non-reading clients (boundsDial), 16 dialing at a time.
+func boundsFlood(t *testing.T, addr string, n int) []net.Conn {
+	conns := make([]net.Conn, n)
+	errs := make(chan error, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				c, err := boundsDial(addr)
+				switch {
+				case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE):
+					// Refused at the cap before the request was out.
+				case err != nil:
+					errs <- fmt.Errorf("dial %d: %w", i, err)
+					return
+				default:
+					conns[i] = c
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+		t.Fatal(err)
+	}
+	return conns
+}
+
+// e2eWaitForLong is e2eWaitFor with 60 s to wait (many clients to cut).
+func e2eWaitForLong(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 60s waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
