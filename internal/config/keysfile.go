@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/binary"
+	"maps"
 	"slices"
 	"strings"
 
@@ -51,9 +52,15 @@ func (l *loader) hashString(s string) {
 // not of that form: the caller then parses the file as YAML. Keys and plan
 // names are substrings of data or elements of plans: no copy per line.
 func flatKeys(d *decoder, data string, p *Plans, plans []string, seen map[string]string) bool {
-	if !isFlat(data) {
+	count, ok := flatCount(data)
+	if !ok {
 		return false
 	}
+	// Sized once: growing a map of a million keys leaves its smaller
+	// tables behind as garbage, raising the peak.
+	keys := make(map[string]string, len(p.Keys)+count)
+	maps.Copy(keys, p.Keys)
+	p.Keys = keys
 	// Lines of this file's credentials, built only once a credential repeats
 	// or fails (a valid file never pays for it): the message names the
 	// first mention, and a failed credential is still "listed" (as in the
@@ -108,18 +115,21 @@ func firstLines(data string, line int) map[string]int {
 	return m
 }
 
-// isFlat reports whether every line of data is blank, a comment or a
+// flatCount reports whether every line of data is blank, a comment or a
 // `credential: plan` line (flatLine), so that flatKeys reads it exactly as
-// yaml.v3 would.
-func isFlat(data string) bool {
+// yaml.v3 would, and how many of the latter there are.
+func flatCount(data string) (int, bool) {
+	n := 0
 	for rest := data; rest != ""; {
 		var text string
 		text, rest, _ = strings.Cut(rest, "\n")
-		if _, _, ok := flatLine(text); !ok && !blankOrComment(text) {
-			return false
+		if _, _, ok := flatLine(text); ok {
+			n++
+		} else if !blankOrComment(text) {
+			return 0, false
 		}
 	}
-	return true
+	return n, true
 }
 
 // blankOrComment reports whether a line is spaces, optionally followed by
