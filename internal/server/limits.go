@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -162,3 +163,47 @@ func deriveMaxConnections(nofile uint64) int {
 	reserve := min(nofile/4, 512)
 	return int(max((nofile-reserve)/2, 1))
 }
+
+// streamDeadlines gives HTTP/2 responses (over TLS or h2c) what limitConn
+// gives connections: server.write_timeout bounds each write of the
+// response. A client that stops reading an HTTP/2 stream stops granting it
+// flow-control window, so the handler's write blocks on the stream, not on
+// the connection, and limitConn never sees it. The stream's deadline (a
+// timer that resets the stream) is armed for the duration of each write
+// or flush only: a quiet stream (server-sent events between two events)
+// is never cut. One allocation per HTTP/2 request; HTTP/1 pays nothing.
+func (l *limitListener) streamDeadlines(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d := time.Duration(l.writeTimeout.Load()); d > 0 && r.ProtoMajor == 2 {
+			w = &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// deadlineWriter arms the stream's write deadline around each Write and
+// flush of an HTTP/2 response.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	n, err := w.ResponseWriter.Write(p)
+	_ = w.rc.SetWriteDeadline(time.Time{})
+	return n, err
+}
+
+// FlushError flushes under the deadline (http.ResponseController.Flush
+// finds it; ReverseProxy flushes streamed responses that way).
+func (w *deadlineWriter) FlushError() error {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	err := w.rc.Flush()
+	_ = w.rc.SetWriteDeadline(time.Time{})
+	return err
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
@@ -215,4 +216,73 @@ func value(c prometheus.Metric) float64 {
 		return m.Gauge.GetValue()
 	}
 	return m.Counter.GetValue()
+}
+
+// limitsH2 serves h over TLS with HTTP/2, under streamDeadlines with
+// write_timeout 300 ms, and returns a client for it.
+func limitsH2(t *testing.T, h http.Handler) (*httptest.Server, *http.Client) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	l := newLimitListener(srv.Listener, config.Server{WriteTimeout: 300 * time.Millisecond, MaxConnections: 10},
+		metrics.NewListeners(prometheus.NewRegistry()).For("public"), slog.New(slog.DiscardHandler))
+	srv.Listener = l
+	srv.Config.Handler = l.streamDeadlines(h)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, srv.Client()
+}
+
+// TestWriteTimeoutHTTP2Stream: an HTTP/2 client that stops reading one
+// stream stalls it by flow control, not the connection; the stream's write
+// is cut after write_timeout all the same.
+func TestWriteTimeoutHTTP2Stream(t *testing.T) {
+	done := make(chan error, 1)
+	srv, c := limitsH2(t, streamer(1<<30, done))
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("protocol %s, want HTTP/2", resp.Proto)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("the stalled stream's write succeeded, want it cut")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("stalled HTTP/2 stream not cut in 10 s")
+	}
+}
+
+// TestWriteTimeoutHTTP2Quiet: a stream with nothing to send for longer than
+// write_timeout (600 ms of 300) is not cut: the deadline covers writes only.
+func TestWriteTimeoutHTTP2Quiet(t *testing.T) {
+	done := make(chan error, 1)
+	srv, c := limitsH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		_, err := io.WriteString(w, "a")
+		if err == nil {
+			err = rc.Flush()
+		}
+		time.Sleep(600 * time.Millisecond)
+		if err == nil {
+			_, err = io.WriteString(w, "b")
+		}
+		done <- err
+	}))
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(body) != "ab" {
+		t.Errorf("body %q, %v; want \"ab\"", body, err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("handler: %v, want no error", err)
+	}
 }

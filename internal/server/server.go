@@ -165,6 +165,7 @@ func (a *App) Start() error {
 	}
 	a.lim = newLimitListener(ln, cfg.Server, metrics.NewListeners(a.reg).For("public"), a.log)
 	ln = a.lim
+	a.hs.Handler = a.lim.streamDeadlines(a.hs.Handler)
 	if cfg.TLS != nil {
 		if err := a.loadCert(cfg.TLS); err != nil {
 			ln.Close()
