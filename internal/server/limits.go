@@ -82,9 +82,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0)
 			}
-			_ = c.Close()
-			l.m.Refused.Inc()
+			l.m.Refused.Inc() // before the close: a client seeing the reset sees the count
 			l.logRefusal()
+			_ = c.Close()
 			continue
 		}
 		l.m.Open.Inc()
