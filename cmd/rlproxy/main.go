@@ -8,6 +8,8 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -56,6 +58,7 @@ func main() {
 // usage is printed for -h and for a command line rlproxy does not understand.
 const usage = `usage:
   rlproxy [serve] -config FILE      serve (default configs/rlproxy.yaml)
+                                    -max-config-bytes N: largest config or keys_file (default 64 MiB)
   rlproxy validate -config FILE     check a file: exit 0, or FILE:LINE: field: message lines and exit 1
   rlproxy compare [-store memory|valkey] [-valkey ADDR] [-race] [-memory]
   rlproxy health [-url URL]         exit 0 if URL (default http://127.0.0.1:9090/healthz) answers 200
@@ -116,12 +119,13 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "configs/rlproxy.yaml", "configuration file to check")
+	maxBytes := maxConfigBytesFlag(fs)
 	if !parseFlags(fs, args, stderr) {
 		return 2
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := config.LoadWith(*path, config.LoadOptions{MaxFileBytes: *maxBytes})
 	if err != nil {
-		fmt.Fprintln(stderr, err) // config.Errors: one FILE:LINE: field: message per line
+		printProblems(stderr, err)
 		fmt.Fprintf(stderr, "rlproxy: configuration file %s test failed\n", *path)
 		return 1
 	}
@@ -130,4 +134,27 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "rlproxy: configuration file %s test is successful\n", *path)
 	return 0
+}
+
+// maxConfigBytesFlag adds -max-config-bytes to fs: the size limit of the
+// config file and each keys_file.
+func maxConfigBytesFlag(fs *flag.FlagSet) *int64 {
+	return fs.Int64("max-config-bytes", config.DefaultMaxFileBytes, "largest config file or keys_file accepted, in bytes")
+}
+
+// printProblems prints a load error: a config.Errors one FILE:LINE: field:
+// message per line, written one by one (a file with a million mistakes
+// must not become one string of them all).
+func printProblems(w io.Writer, err error) {
+	var ce *config.Errors
+	if !errors.As(err, &ce) {
+		fmt.Fprintln(w, err)
+		return
+	}
+	bw := bufio.NewWriter(w)
+	for _, p := range ce.Problems {
+		bw.WriteString(p.String())
+		bw.WriteByte('\n')
+	}
+	_ = bw.Flush()
 }

@@ -172,3 +172,18 @@ func TestCommandLineMistakes(t *testing.T) {
 		t.Errorf("rlproxy -h: exit %d, %q; want the usage", code, out)
 	}
 }
+
+// TestValidateMaxConfigBytes: -max-config-bytes refuses a larger file by
+// name, before parsing it; the default accepts it.
+func TestValidateMaxConfigBytes(t *testing.T) {
+	body := "upstreams: { app: { builtin: echo } }\nroutes: [{ name: r, upstream: app }]\n"
+	p := mainWrite(t, "small.yaml", body)
+	if code, _, errs := mainRun("validate", "-config", p); code != 0 {
+		t.Fatalf("default limit: exit %d: %s", code, errs)
+	}
+	code, _, errs := mainRun("validate", "-config", p, "-max-config-bytes", "50")
+	want := p + ": 75 bytes, over the limit of 50 bytes (rlproxy -max-config-bytes)\nrlproxy: configuration file " + p + " test failed\n"
+	if code != 1 || errs != want {
+		t.Errorf("exit %d, stderr:\n%s\nwant 1 and:\n%s", code, errs, want)
+	}
+}

@@ -107,6 +107,19 @@ type Server struct {
 	MaxWaiting int
 	// MaxWait caps one request's delay (default 30s); a longer wait is refused.
 	MaxWait time.Duration
+	// WriteTimeout is the longest one write to a client may block (nginx
+	// send_timeout, default 60s; 0 = none): a client that stops reading
+	// is cut, one that reads slowly but steadily is not.
+	WriteTimeout time.Duration
+	// MaxConnections caps open client connections per listener; beyond it a
+	// new connection is closed at once. 0 (the default) derives the cap from
+	// the process's open-file limit, leaving room for upstream and store
+	// connections (internal/server, limits.go).
+	MaxConnections int
+	// ShutdownDelay is how long the listener keeps accepting after SIGTERM
+	// while /readyz answers 503, so load balancers stop sending first
+	// (default 5s; 0 = close at once).
+	ShutdownDelay time.Duration
 }
 
 // Store selects and configures where limiter state lives.

@@ -33,26 +33,23 @@ const builtinHashSecret = "rlproxy built-in key-hash secret: set store.key_hash_
 // Load reads the config file at path and parses it with Parse. A file that
 // cannot be read is an error wrapped with "reading config"; mistakes in the
 // file are an *Errors.
-func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
-	}
-	return Parse(path, data)
-}
+func Load(path string) (*Config, error) { return LoadWith(path, LoadOptions{}) }
 
 // Parse decodes and validates data, the contents of the config file at path
 // (path names the file in messages and anchors relative file names: TLS
 // files, CA files, plans keys_file, which Parse reads from disk, as it reads
 // the environment variables the config names). It returns every problem
 // found as an *Errors, sorted by file and line, or the Config.
-func Parse(path string, data []byte) (*Config, error) {
+func Parse(path string, data []byte) (*Config, error) { return parse(path, data, LoadOptions{}) }
+
+func parse(path string, data []byte, opts LoadOptions) (*Config, error) {
 	errs := &Errors{}
 	l := &loader{
 		decoder: &decoder{file: path, errs: errs},
 		c:       defaults(path),
 		dir:     filepath.Dir(path),
 		digest:  sha256.New(),
+		opts:    opts,
 	}
 	l.hash(data)
 	if root, ok := l.document(data); ok {
@@ -105,6 +102,7 @@ type loader struct {
 	c      *Config
 	dir    string    // the config file's directory: relative paths start here
 	digest hash.Hash // SHA-256 over the config file and each keys_file
+	opts   LoadOptions
 }
 
 // hash adds one file's bytes to the digest, length first so that file
@@ -209,7 +207,8 @@ func (l *loader) top(root *yaml.Node) {
 	}
 	l.log(l.object(o.get("log"), "log", o.line, "level", "format", "refusals_per_second", "access"))
 	l.server(l.object(o.get("server"), "server", o.line, "read_header_timeout", "idle_timeout",
-		"body_timeout", "max_header_bytes", "shutdown_timeout", "max_waiting", "max_wait"))
+		"body_timeout", "max_header_bytes", "shutdown_timeout", "max_waiting", "max_wait",
+		"write_timeout", "max_connections", "shutdown_delay"))
 	l.store(l.object(o.get("store"), "store", keyLine(o, "store"), "type", "max_keys", "valkey", "breaker", "key_hash_secret_env"))
 	l.realIP(l.object(o.get("real_ip"), "real_ip", o.line, "header", "trusted_proxies", "recursive"))
 	if n := o.get("jwt"); n != nil {
@@ -336,6 +335,7 @@ func (l *loader) server(o object) {
 			s.MaxWaiting = int(v)
 		}
 	}
+	l.serverLimits(o)
 }
 
 // store decodes `store:`. Valkey secrets are read only when the Valkey

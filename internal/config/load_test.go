@@ -254,7 +254,8 @@ func TestSpecExample(t *testing.T) {
 		AdminListen: "127.0.0.1:9090",
 		Log:         Log{Level: slog.LevelInfo, Format: "text", RefusalsPerSecond: 10, Access: AccessLog{Format: "json", Buffer: 4096}},
 		Server: Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, BodyTimeout: 60 * time.Second, MaxHeaderBytes: 1048576,
-			ShutdownTimeout: 30 * time.Second, MaxWaiting: 10000, MaxWait: 30 * time.Second},
+			ShutdownTimeout: 30 * time.Second, MaxWaiting: 10000, MaxWait: 30 * time.Second,
+			WriteTimeout: DefaultWriteTimeout, ShutdownDelay: DefaultShutdownDelay},
 		Store: Store{
 			Type:    "memory",
 			MaxKeys: 1_000_000,
@@ -309,7 +310,8 @@ func TestExtensions(t *testing.T) {
 		Listen: ":8443",
 		Log:    Log{Level: slog.LevelDebug, Format: "json", RefusalsPerSecond: 3, Access: AccessLog{Format: "json", Buffer: 4096}},
 		Server: Server{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second, BodyTimeout: 15 * time.Second, MaxHeaderBytes: 65536,
-			ShutdownTimeout: 15 * time.Second, MaxWaiting: 100, MaxWait: 2 * time.Second},
+			ShutdownTimeout: 15 * time.Second, MaxWaiting: 100, MaxWait: 2 * time.Second,
+			WriteTimeout: DefaultWriteTimeout, ShutdownDelay: DefaultShutdownDelay},
 		Store: Store{
 			Type:    "valkey",
 			MaxKeys: 5000,

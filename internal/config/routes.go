@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -220,17 +219,7 @@ func (l *loader) plans(e entry) *Plans {
 		if !ok {
 			return p
 		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			l.errorf(n, o.field("keys_file"), "%q: %v", n.Value, unwrapPathError(err))
-			return p
-		}
-		l.hash(data)
-		p.KeysFile = f
-		kd := &decoder{file: f, errs: l.errs}
-		if root, ok := kd.document(data); ok {
-			credentials(kd, root, "", p, names, seen)
-		}
+		l.keysFile(n, o.field("keys_file"), f, p, names, seen)
 	}
 	return p
 }

@@ -11,6 +11,7 @@ import (
 
 	"rlproxy/internal/config"
 	"rlproxy/internal/forwardauth"
+	"rlproxy/internal/metrics"
 )
 
 // listenPublic opens the public listener (over TLS when configured), or
@@ -23,6 +24,11 @@ func (a *App) listenPublic(cfg *config.Config) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	// The connection cap and write deadlines wrap the TCP listener, under
+	// TLS, so a refused connection costs no handshake (limits.go).
+	a.lim = newLimitListener(ln, cfg.Server, metrics.NewListeners(a.reg).For("public"), a.log)
+	ln = a.lim
+	a.hs.Handler = a.lim.streamDeadlines(a.hs.Handler)
 	if cfg.TLS != nil {
 		if err := a.loadCert(cfg.TLS); err != nil {
 			ln.Close()

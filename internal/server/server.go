@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,9 @@ type Options struct {
 	// Now injects the time every rate-limit decision is made at (tests);
 	// nil means each store's own clock (policy.Options.Now).
 	Now func() time.Time
+	// MaxConfigBytes bounds the config file and each keys_file, in bytes
+	// (0 = config.DefaultMaxFileBytes; rlproxy -max-config-bytes).
+	MaxConfigBytes int64
 }
 
 // App is one serving rlproxy process. Build it with New, then Start (or
@@ -81,6 +85,7 @@ type App struct {
 	cert    atomic.Pointer[tls.Certificate]
 	hs      *http.Server
 	ln      net.Listener
+	lim     *limitListener // the public listener's connection cap and write timeout
 	adm     *admin.Server
 	watcher *reload.Watcher
 	stop    context.CancelFunc
@@ -96,13 +101,14 @@ type App struct {
 	live         *live.Recorder
 	started      time.Time
 	reloadStatus reloadStatus
+	draining     atomic.Bool // shutdown begun: /readyz answers 503 (shutdown.go)
 }
 
 // New loads the configuration at path and builds everything but the
 // listeners. Errors: the file's problems (*config.Errors, one FILE:LINE:
 // field: message per line) or a store that cannot be built.
 func New(path string, opts Options) (*App, error) {
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadWith(path, config.LoadOptions{MaxFileBytes: opts.MaxConfigBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +202,7 @@ func (a *App) AdminAddr() string {
 func (a *App) Start() error {
 	cfg := a.Config()
 	a.hs = &http.Server{
-		Handler:           a.srv,
+		Handler:           a.drainAware(a.srv),
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
@@ -218,7 +224,7 @@ func (a *App) Start() error {
 		if os.Getenv("RLPROXY_PPROF") == "1" {
 			opts = append(opts, admin.WithPprof())
 		}
-		a.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil }, opts...)
+		a.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil && !a.draining.Load() }, opts...)
 		if err := a.adm.Start(); err != nil {
 			a.closeListeners()
 			return fmt.Errorf("starting admin listener: %w", err)
@@ -247,7 +253,8 @@ func (a *App) Start() error {
 }
 
 // Run starts the App and serves until ctx is done (SIGTERM in
-// production), then shuts down gracefully.
+// production), then shuts down the way load balancers expect (drain,
+// shutdown.go).
 func (a *App) Run(ctx context.Context) error {
 	if err := a.Start(); err != nil {
 		return err
@@ -257,21 +264,15 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	timeout := a.Config().Server.ShutdownTimeout
-	a.log.Info("shutting down", "timeout", timeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return a.Shutdown(sctx)
+	return a.drain()
 }
 
 // Shutdown stops accepting connections and lets in-flight requests —
 // including those waiting their turn in a leaky bucket — finish before ctx
 // is done; then it closes the store.
 func (a *App) Shutdown(ctx context.Context) error {
-	if a.stop != nil {
-		a.stop()
-		_ = a.watcher.Close()
-	}
+	a.draining.Store(true)
+	a.stopWatching()
 	var err error
 	if a.hs != nil {
 		err = a.hs.Shutdown(ctx)
@@ -412,7 +413,7 @@ func (a *App) Reload(reason string) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	now := time.Now()
-	cfg, err := config.Load(a.path)
+	cfg, err := config.LoadWith(a.path, config.LoadOptions{MaxFileBytes: a.opts.MaxConfigBytes})
 	if err != nil {
 		a.refuse(reason, now, err)
 		return
@@ -458,6 +459,9 @@ func (a *App) Reload(reason string) {
 	if err := a.setAccessLog(cfg); err != nil {
 		a.log.Error("log.access not changed", "err", err.Error())
 	}
+	if a.lim != nil {
+		a.lim.set(cfg.Server)
+	}
 	a.level.Set(cfg.Log.Level)
 	a.warn(cfg)
 	a.metrics.ConfigReload(true, now)
@@ -473,10 +477,26 @@ func (a *App) warn(cfg *config.Config) {
 	}
 }
 
+// maxLoggedProblems bounds the problems a refused reload logs (one line
+// under 64 KiB); `rlproxy validate` prints them all.
+const maxLoggedProblems = 100
+
+// refuse logs and counts a refused reload, then returns the memory the
+// failed load took to the OS: a big file's YAML tree and problem list must
+// not stay in the process's footprint until the next GC cycles.
 func (a *App) refuse(reason string, now time.Time, err error) {
 	a.metrics.ConfigReload(false, now)
-	a.setReloadStatus(now, err)
-	a.log.Error("config reload refused; keeping the running configuration", "reason", reason, "err", err.Error())
+	var ce *config.Errors
+	msg := ""
+	if errors.As(err, &ce) {
+		msg = ce.Summary(maxLoggedProblems)
+	} else {
+		msg = err.Error()
+	}
+	// The admin page keeps the bounded summary, not a huge file's problems.
+	a.setReloadStatus(now, errors.New(msg))
+	a.log.Error("config reload refused; keeping the running configuration", "reason", reason, "err", msg)
+	debug.FreeOSMemory()
 }
 
 // extraFiles are the files besides the config whose change is a reload:
