@@ -11,7 +11,8 @@
 #   BENCH_R=3                      rounds (median reported)
 #   BENCH_WARMUP=1s                unrecorded wrk run before each full-load run
 #   BENCH_TARGETS=                 comma-separated ids (direct,nginx,nginx_limit_req,
-#                                  caddy,minproxy,rlproxy,rlproxy_memory,rlproxy_valkey,
+#                                  caddy,minproxy,rlproxy,rlproxy_accesslog,rlproxy_pool1,
+#                                  rlproxy_memory,rlproxy_valkey,
 #                                  rlproxy_memory_keys,rlproxy_valkey_keys)
 #   BENCH_PROXY_CPUS=0             CPU(s) of the proxy under test
 #   BENCH_LOAD_CPUS=1              CPU(s) of wrk, upstream, Valkey, load generator
@@ -22,6 +23,9 @@
 #   BENCH_MAX_BG_PCT=20            repeat (twice at most) a run disturbed by more than this
 #   BENCH_OUT=bench/results        output directory
 #   BENCH_KEEP=1                   keep the scratch dir (configs, logs) and print it
+#   BENCH_BASE=REV                 A/B: also build rlproxy at git revision REV; each rlproxy
+#                                  row gets a "@base" twin in the same rounds, and a mark
+#                                  row ÷ twin ≥ 0.95
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -49,15 +53,27 @@ command -v go >/dev/null || { echo "go not found (want /usr/local/go/bin/go)" >&
 # Builds: harness, upstream, minproxy; rlproxy when it builds.
 bin=$here/.bin
 mkdir -p "$bin"
+# bench/ is a module of its own (its chart library stays out of the
+# product's go.mod); rlproxy is built from the root module.
+(cd "$here" && go build -o "$bin/benchrun" ./cmd/benchrun && go build -o "$bin/upstream" ./upstream && go build -o "$bin/minproxy" ./minproxy)
 cd "$root"
-go build -o "$bin/benchrun" ./bench/cmd/benchrun
-go build -o "$bin/upstream" ./bench/upstream
-go build -o "$bin/minproxy" ./bench/minproxy
 if go build -o "$bin/rlproxy.new" ./cmd/rlproxy >"$bin/rlproxy-build.log" 2>&1; then
 	mv -f "$bin/rlproxy.new" "$bin/rlproxy"
 else
 	rm -f "$bin/rlproxy" "$bin/rlproxy.new"
 	echo "rlproxy not built (bench/.bin/rlproxy-build.log): $(grep -v "^#" "$bin/rlproxy-build.log" | head -n1)" >&2
+fi
+
+# A/B: BENCH_BASE=REV builds rlproxy at that revision too; every rlproxy row
+# then gets a twin on it, measured in the same rounds (interleaved).
+base_args=()
+if [[ -n ${BENCH_BASE:-} ]]; then
+	base_src=$(mktemp -d /tmp/rlbench-base.XXXXXX)
+	git -C "$root" archive "$BENCH_BASE" | tar -x -C "$base_src"
+	(cd "$base_src" && go build -o "$bin/rlproxy-base" ./cmd/rlproxy)
+	rm -rf "$base_src"
+	base_args=(-rlproxy-base "$bin/rlproxy-base")
+	echo "A/B base: $(git -C "$root" rev-parse --short "$BENCH_BASE")" >&2
 fi
 
 run_dir=$(mktemp -d /tmp/rlbench.XXXXXX)
@@ -95,6 +111,7 @@ taskset -c "$load_cpus" "$bin/benchrun" \
 	-r "${BENCH_R:-3}" -warmup "${BENCH_WARMUP:-1s}" -targets "${BENCH_TARGETS:-}" \
 	-attack-duration "${BENCH_ATTACK_DURATION:-10s}" -attack-clients "${BENCH_ATTACK_CLIENTS:-50}" \
 	-client-rate "${BENCH_CLIENT_RATE:-5}" -attack-rate "${BENCH_ATTACK_RATE:-500}" \
-	-quiet-pct "${BENCH_QUIET_PCT:-10}" -quiet-wait "${BENCH_QUIET_WAIT:-30s}" -max-bg-pct "${BENCH_MAX_BG_PCT:-20}" &
+	-quiet-pct "${BENCH_QUIET_PCT:-10}" -quiet-wait "${BENCH_QUIET_WAIT:-30s}" -max-bg-pct "${BENCH_MAX_BG_PCT:-20}" \
+	"${base_args[@]}" &
 pid=$!
 wait "$pid"

@@ -53,8 +53,8 @@ trap 'exit 130' INT TERM
 
 cd "$root"
 go test -c -o "$scratch/valkey.test" ./internal/store/valkey
-go run ./bench/cmd/valkeyscript >"$scratch/script.lua"
-want_sha=$(go run ./bench/cmd/valkeyscript -sha)
+(cd bench && go run ./cmd/valkeyscript) >"$scratch/script.lua"
+want_sha=$(cd bench && go run ./cmd/valkeyscript -sha)
 
 # A free loopback port: one nobody answers on.
 port=

@@ -12,7 +12,11 @@ need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v nginx >/dev/null || need+=(nginx-light)
+command -v caddy >/dev/null || need+=(caddy)
 command -v promtool >/dev/null || need+=(prometheus)
+command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v chromium >/dev/null || need+=(chromium)
+command -v jq >/dev/null || need+=(jq)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing ${need[*]}"
@@ -23,6 +27,12 @@ if ((${#need[@]})); then
     exit 1
   fi
 fi
+# goreleaser (deploy/: `goreleaser check`), from the Go module proxy.
+export PATH=$PATH:$(go env GOPATH)/bin
+if ! command -v goreleaser >/dev/null; then
+  echo "== installing goreleaser (go install, a few minutes the first time)"
+  GOFLAGS= go install github.com/goreleaser/goreleaser/v2@v2.15.1
+fi
 # Tests that need these tools fail instead of skipping when this is set.
 export RLPROXY_REQUIRE_REDIS=1 RLPROXY_REQUIRE_TOOLS=1 RLPROXY_REQUIRE_NGINX=1
 
@@ -31,12 +41,16 @@ bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
 echo "== go vet"
 go vet ./...
+# bench/ and deploy/ are modules of their own (the chart library, Kubernetes
+# and Helm stay out of the product's go.mod).
+(cd bench && go vet ./...)
+(cd deploy && go vet ./...)
 echo "== go test -race"
 # -p 1: packages run one at a time; several start real servers and some
 # measure real time (kept >= 100 ms from decision boundaries).
 go test -race -p 1 -count=1 -timeout 15m ./...
 # Modules of their own (their test dependencies stay out of the product's go.mod).
-for mod in internal/config/schematest; do
+for mod in bench deploy internal/config/schematest; do
   echo "== go vet, go test -race ($mod)"
   (cd "$mod" && go vet ./... && go test -race -count=1 ./...)
 done
@@ -45,4 +59,5 @@ go test -run '^$' -fuzz '^FuzzClientIP$' -fuzztime "$FUZZTIME" ./internal/realip
 go test -run '^$' -fuzz '^FuzzKey$' -fuzztime "$FUZZTIME" ./internal/clientkey
 echo "== benchmarks (100 iterations each: they must run, figures are not judged here)"
 go test -run '^$' -bench . -benchtime 100x ./... >/dev/null
+(cd bench && go test -run '^$' -bench . -benchtime 100x ./... >/dev/null)
 echo "== all tests passed"

@@ -9,18 +9,48 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"rlproxy/internal/config"
 )
 
-// version is set at build time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version, commit and date are stamped at build time (GoReleaser,
+// .goreleaser.yaml): -ldflags "-X main.version=v1.2.3 -X main.commit=abc1234
+// -X main.date=2026-12-01T10:00:00Z". A plain `go build` from a checkout
+// leaves them unset; versionLine then reads the commit and its time from
+// the VCS stamp Go puts in the binary.
+var version, commit, date = "dev", "", ""
+
+// versionLine is what `rlproxy version` prints:
+// "rlproxy v1.2.3 (commit abc1234, built 2026-12-01T10:00:00Z, go1.26.8)".
+func versionLine() string {
+	c, d := commit, date
+	if bi, ok := debug.ReadBuildInfo(); ok && (c == "" || d == "") {
+		for _, s := range bi.Settings {
+			switch {
+			case s.Key == "vcs.revision" && c == "":
+				c = s.Value[:min(len(s.Value), 12)]
+			case s.Key == "vcs.time" && d == "":
+				d = s.Value
+			}
+		}
+	}
+	if c == "" {
+		c = "unknown"
+	}
+	if d == "" {
+		d = "unknown"
+	}
+	return fmt.Sprintf("rlproxy %s (commit %s, built %s, %s)", version, c, d, runtime.Version())
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -28,10 +58,11 @@ func main() {
 
 // usage is printed for -h and for a command line rlproxy does not understand.
 const usage = `usage:
-  rlproxy [serve] -config FILE [-listen ADDR] [-admin-listen ADDR]
+  rlproxy [serve] -config FILE [-listen ADDR] [-admin-listen ADDR] [-max-config-bytes N]
                                     serve (default configs/rlproxy.yaml); the flags, then
-                                    RLPROXY_LISTEN and RLPROXY_ADMIN_LISTEN, override the file
-  rlproxy validate -config FILE [-listen ADDR] [-admin-listen ADDR]
+                                    RLPROXY_LISTEN and RLPROXY_ADMIN_LISTEN, override the file;
+                                    -max-config-bytes N: largest config or keys_file (default 64 MiB)
+  rlproxy validate -config FILE [-listen ADDR] [-admin-listen ADDR] [-max-config-bytes N]
                                     check a file: exit 0, or FILE:LINE: field: message lines and exit 1
   rlproxy schema                    print the config file's JSON Schema (draft 2020-12)
   rlproxy compare [-store memory|valkey] [-valkey ADDR] [-race] [-memory]
@@ -49,7 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if len(args) > 1 {
 				return badArgs(stderr, "version takes no arguments")
 			}
-			fmt.Fprintf(stdout, "rlproxy %s (%s)\n", version, runtime.Version())
+			fmt.Fprintln(stdout, versionLine())
 			return 0
 		case "schema":
 			if len(args) > 1 {
@@ -100,13 +131,14 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	path := fs.String("config", "configs/rlproxy.yaml", "configuration file to check")
 	lf := addListenFlags(fs)
+	maxBytes := maxConfigBytesFlag(fs)
 	if !parseFlags(fs, args, stderr) {
 		return 2
 	}
 	ov := lf.overrides()
-	cfg, err := config.LoadWith(*path, config.LoadOptions{Overrides: ov})
+	cfg, err := config.LoadWith(*path, config.LoadOptions{MaxFileBytes: *maxBytes, Overrides: ov})
 	if err != nil {
-		fmt.Fprintln(stderr, err) // config.Errors: one FILE:LINE: field: message per line
+		printProblems(stderr, err)
 		fmt.Fprintf(stderr, "rlproxy: configuration file %s test failed\n", *path)
 		return 1
 	}
@@ -116,4 +148,27 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	printListeners(stderr, cfg, ov)
 	fmt.Fprintf(stdout, "rlproxy: configuration file %s test is successful\n", *path)
 	return 0
+}
+
+// maxConfigBytesFlag adds -max-config-bytes to fs: the size limit of the
+// config file and each keys_file.
+func maxConfigBytesFlag(fs *flag.FlagSet) *int64 {
+	return fs.Int64("max-config-bytes", config.DefaultMaxFileBytes, "largest config file or keys_file accepted, in bytes")
+}
+
+// printProblems prints a load error: a config.Errors one FILE:LINE: field:
+// message per line, written one by one (a file with a million mistakes
+// must not become one string of them all).
+func printProblems(w io.Writer, err error) {
+	var ce *config.Errors
+	if !errors.As(err, &ce) {
+		fmt.Fprintln(w, err)
+		return
+	}
+	bw := bufio.NewWriter(w)
+	for _, p := range ce.Problems {
+		bw.WriteString(p.String())
+		bw.WriteByte('\n')
+	}
+	_ = bw.Flush()
 }

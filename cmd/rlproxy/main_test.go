@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -114,11 +115,13 @@ func TestValidateShippedConfig(t *testing.T) {
 	}
 }
 
-// TestVersion prints "rlproxy dev" (the unset build version) and the Go version.
+// TestVersion prints "rlproxy dev" (the unset build version), the commit and
+// build date (unknown in a test binary, which has no VCS stamp) and the Go
+// version.
 func TestVersion(t *testing.T) {
 	code, stdout, _ := mainRun("version")
-	if code != 0 || !strings.HasPrefix(stdout, "rlproxy dev (go") || !strings.HasSuffix(stdout, ")\n") {
-		t.Errorf("exit %d, stdout %q, want 0 and \"rlproxy dev (goX.Y.Z)\"", code, stdout)
+	if want := "rlproxy dev (commit unknown, built unknown, " + runtime.Version() + ")\n"; code != 0 || stdout != want {
+		t.Errorf("exit %d, stdout %q, want 0 and %q", code, stdout, want)
 	}
 }
 
@@ -167,5 +170,20 @@ func TestCommandLineMistakes(t *testing.T) {
 	}
 	if code, out, _ := mainRun("-h"); code != 0 || !strings.Contains(out, "rlproxy validate -config FILE") {
 		t.Errorf("rlproxy -h: exit %d, %q; want the usage", code, out)
+	}
+}
+
+// TestValidateMaxConfigBytes: -max-config-bytes refuses a larger file by
+// name, before parsing it; the default accepts it.
+func TestValidateMaxConfigBytes(t *testing.T) {
+	body := "upstreams: { app: { builtin: echo } }\nroutes: [{ name: r, upstream: app }]\n"
+	p := mainWrite(t, "small.yaml", body)
+	if code, _, errs := mainRun("validate", "-config", p); code != 0 {
+		t.Fatalf("default limit: exit %d: %s", code, errs)
+	}
+	code, _, errs := mainRun("validate", "-config", p, "-max-config-bytes", "50")
+	want := p + ": 75 bytes, over the limit of 50 bytes (rlproxy -max-config-bytes)\nrlproxy: configuration file " + p + " test failed\n"
+	if code != 1 || errs != want {
+		t.Errorf("exit %d, stderr:\n%s\nwant 1 and:\n%s", code, errs, want)
 	}
 }

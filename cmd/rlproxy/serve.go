@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -12,22 +13,31 @@ import (
 )
 
 // cmdServe runs the proxy until SIGTERM or SIGINT, then shuts down
-// gracefully (in-flight and waiting requests finish).
+// gracefully (shutdown_delay, then in-flight and waiting requests finish;
+// signals.go has the signal policy).
 func cmdServe(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "configs/rlproxy.yaml", "configuration file")
 	lf := addListenFlags(fs)
+	maxBytes := maxConfigBytesFlag(fs)
 	if !parseFlags(fs, args, stderr) {
 		return 2
 	}
-	app, err := server.New(*path, server.Options{Version: version, Log: stderr, Overrides: lf.overrides()})
+	// Caught from the start: a SIGHUP before the reload watcher runs, or
+	// after it stopped, must not terminate the process.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	app, err := server.New(*path, server.Options{Version: version, Log: stderr, MaxConfigBytes: *maxBytes, Overrides: lf.overrides()})
 	if err != nil {
-		fmt.Fprintf(stderr, "rlproxy: loading %s:\n%v\n", *path, err)
+		fmt.Fprintf(stderr, "rlproxy: loading %s:\n", *path)
+		printProblems(stderr, err)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	go handleSignals(sigs, app.Logger(), stop, func() { os.Exit(forcedExitCode) })
 	if err := app.Run(ctx); err != nil {
 		fmt.Fprintln(stderr, "rlproxy:", err)
 		return 1

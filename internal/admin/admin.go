@@ -1,6 +1,7 @@
 // Package admin serves rlproxy's operational endpoints on their own listener
 // (CONFIG-SPEC admin_listen, never the public port): /metrics, /healthz,
-// /readyz and, when enabled, /debug/pprof/.
+// /readyz, the admin page (page.go: GET /, /api/stats, /static/) and, when
+// enabled, /debug/pprof/.
 //
 // /healthz means "the process serves HTTP" (a liveness probe). /readyz means
 // "a config is loaded" (a readiness probe); store health is deliberately a
@@ -31,6 +32,9 @@ type Server struct {
 	srv  *http.Server
 	log  *slog.Logger
 	ln   net.Listener // set by Start
+	// loopback reports that ln is on a loopback address (set by Start),
+	// which lets the admin page be served without basic_auth.
+	loopback bool
 }
 
 // Option configures a Server.
@@ -98,6 +102,7 @@ func (s *Server) Start() error {
 		return fmt.Errorf("listening on admin address %s: %w", s.addr, err)
 	}
 	s.ln = ln
+	s.loopback = isLoopback(ln.Addr())
 	go func() {
 		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("admin server stopped", "err", err)

@@ -135,7 +135,7 @@ func (l *Limit) leaky(d *Decision, s *State, now, c int64) {
 }
 
 // tokenLevel is the token bucket's tokens T' at now in units (B·Period is
-// full and idle). The state keeps the deficit D = tokens taken and not yet
+// full and idle; below 0 while a debt left by ForceCharge is repaid). The state keeps the deficit D = tokens taken and not yet
 // refilled, not the tokens, so a reload that raises the burst admits at
 // once and one that lowers it may refuse at once (CONFIG-SPEC "Reload"),
 // as nginx's stored excess does; a deficit beyond the capacity empties the
@@ -145,7 +145,7 @@ func (l *Limit) tokenLevel(s *State, now int64) int64 {
 	if s.C == 0 {
 		return full
 	}
-	d := min(s.A, full) // a lowered burst: the bucket is empty, not in debt
+	d := tokenDeficit(s, full) // a lowered burst: empty, not in debt; a debt stays
 	el := max(now-s.B, 0)
 	el = min(el, ceilDiv(d, l.Count))
 	return full - max(d-el*l.Count, 0)
@@ -158,7 +158,7 @@ func (l *Limit) token(d *Decision, s *State, now, c int64) {
 	t := l.tokenLevel(s, now)
 	if t < c*p {
 		*d = Decision{
-			Remaining:  t / p,
+			Remaining:  max(t, 0) / p,
 			RetryAfter: ceilDiv(c*p-t, r),
 			ResetAfter: ceilDiv(full-t, r),
 		}

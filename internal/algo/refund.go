@@ -11,7 +11,7 @@ package algo
 //	SlidingLog    drop cost entries at exactly now
 //	SlidingWindow curr -= cost in now's window, or prev -= cost once the
 //	              window moved on by one (floor 0)
-//	TokenBucket   deficit -= cost·Period (floor 0: a full bucket)
+//	TokenBucket   deficit -= cost·Period, a debt first (floor 0: a full bucket)
 //	LeakyBucket   excess -= cost·Period (floor −Period: an empty bucket)
 //	Concurrency   nothing without a lease (see RefundLease)
 //
@@ -57,8 +57,13 @@ func (l *Limit) RefundLease(s *State, now, cost int64, lease string) {
 			s.C = max(s.C-cost, 0)
 		}
 	case TokenBucket:
-		if s.C != 0 {
-			s.A = max(s.A-cost*p, 0)
+		if s.C != 0 { // a debt is repaid first (tokenDeficit)
+			full := l.Burst * p
+			if s.A < 0 {
+				s.A = encodeDeficit(max(tokenDeficit(s, full)-cost*p, 0), full)
+			} else {
+				s.A = max(s.A-cost*p, 0)
+			}
 		}
 	case LeakyBucket:
 		if s.C != 0 {

@@ -55,6 +55,13 @@ type Config struct {
 	// header with no trusted proxies, unverified JWT claims, the built-in
 	// key-hash secret); `rlproxy validate` prints them, serving logs them.
 	Warnings []Problem
+
+	// ForwardAuth is the forward-auth decision listener (off by default).
+	ForwardAuth ForwardAuth
+	// EnvoyRLS is the Envoy rate limit service listener (off by default).
+	EnvoyRLS EnvoyRLS
+	// Admin configures the admin page on admin_listen.
+	Admin Admin
 }
 
 // TLS is a certificate and key pair (PEM files, paths resolved against the
@@ -71,6 +78,18 @@ type Log struct {
 	// RefusalsPerSecond caps refusal log lines per second per instance
 	// (default 10); the rest are counted, not logged.
 	RefusalsPerSecond int
+	// Access is the access log (accesslog.go).
+	Access AccessLog
+}
+
+// AccessLog is `log.access`: one line per request.
+type AccessLog struct {
+	Enabled bool
+	Format  string // "json" (default) or "combined"
+	Path    string // "" = stderr; a file is reopened on SIGUSR1
+	// Buffer is how many lines may wait for the writer (default 4096);
+	// beyond it lines are dropped and counted, never waited for.
+	Buffer int
 }
 
 // Server holds listener timeouts and the shaping caps.
@@ -88,6 +107,19 @@ type Server struct {
 	MaxWaiting int
 	// MaxWait caps one request's delay (default 30s); a longer wait is refused.
 	MaxWait time.Duration
+	// WriteTimeout is the longest one write to a client may block (nginx
+	// send_timeout, default 60s; 0 = none): a client that stops reading
+	// is cut, one that reads slowly but steadily is not.
+	WriteTimeout time.Duration
+	// MaxConnections caps open client connections per listener; beyond it a
+	// new connection is closed at once. 0 (the default) derives the cap from
+	// the process's open-file limit, leaving room for upstream and store
+	// connections (internal/server, limits.go).
+	MaxConnections int
+	// ShutdownDelay is how long the listener keeps accepting after SIGTERM
+	// while /readyz answers 503, so load balancers stop sending first
+	// (default 5s; 0 = close at once).
+	ShutdownDelay time.Duration
 }
 
 // Store selects and configures where limiter state lives.
@@ -110,7 +142,7 @@ type Valkey struct {
 	Password       string // resolved from password_env, never inline
 	TLS            bool
 	CAFile         string
-	Timeout        time.Duration // per decision, default 50ms
+	Timeout        time.Duration // per round trip from its send, default 2s (README: why)
 	KeyPrefix      string        // default "rl:"
 	SentinelMaster string        // when set, Addrs are Sentinels
 	// DisableLocalCache is `local_cache: false` (default true): no local
@@ -119,11 +151,17 @@ type Valkey struct {
 	DisableLocalCache bool
 }
 
-// Breaker opens after Failures consecutive store errors and skips the store
-// for Cooldown, applying each policy's fail mode at once, then probes.
+// Breaker opens after Failures consecutive failed store round trips (a
+// batch of decisions is one) and skips the store for Cooldown, applying
+// each policy's fail mode at once, then probes.
 type Breaker struct {
 	Failures int           // default 5
 	Cooldown time.Duration // default 500ms
+	// FailureRatio also opens it: that share of failed round trips over
+	// the last Window, once there were MinCalls (default 0.5, 10s, 20).
+	FailureRatio float64
+	Window       time.Duration
+	MinCalls     int
 }
 
 // RealIP is nginx realip: set_real_ip_from, real_ip_header, real_ip_recursive.
@@ -170,6 +208,46 @@ type Upstream struct {
 	// CAFile verifies an https upstream (PEM); empty uses the system roots.
 	CAFile                string
 	ResponseHeaderTimeout time.Duration // default 30s
+
+	// Servers is the pool (pools.go): `url` is a one-server pool, `urls`
+	// lists several; nil when Builtin is set. URL is Servers[0].URL.
+	Servers []UpstreamServer
+	// Balance picks a server: BalanceRoundRobin (default, smooth weighted
+	// as nginx), BalanceLeastConn or BalanceClientHash.
+	Balance string
+	// HashKey is client_hash's key (a key source as in policies; default ip).
+	HashKey KeySpec
+	// MaxFails failures within FailTimeout take a server out of rotation
+	// for FailTimeout (nginx max_fails, default 1; 0 = never). A pool of
+	// one server is never taken out by passive health (nginx neither).
+	MaxFails    int
+	FailTimeout time.Duration // default 10s
+	// FailStatuses are response statuses that also count as failures
+	// (none by default).
+	FailStatuses []int
+	// HealthCheck, when non-nil, probes every server in the background.
+	HealthCheck *HealthCheck
+	// Retries is how many other servers a request that could not be sent
+	// may go to (nginx proxy_next_upstream_tries - 1; default 1).
+	Retries int
+	// RetryTimeout bounds the time spent retrying (0 = no bound).
+	RetryTimeout time.Duration
+}
+
+// UpstreamServer is one server of a pool.
+type UpstreamServer struct {
+	URL    *url.URL
+	Weight int // 1..1000, default 1
+}
+
+// HealthCheck is an active health check (pools.go).
+type HealthCheck struct {
+	Path         string        // GET path, default "/"
+	Interval     time.Duration // default 5s
+	Timeout      time.Duration // default 2s
+	ExpectStatus int           // 0 (default) = any 2xx or 3xx
+	Fails        int           // consecutive failures that mark a server down, default 2
+	Passes       int           // consecutive successes that mark it up, default 2
 }
 
 // FailMode is what a policy does when the store cannot decide.
@@ -227,6 +305,9 @@ type Policy struct {
 	DryRun bool
 	// Exempt clients (by real IP) pass and are not counted.
 	Exempt []netip.Prefix
+	// CountStatus, when not nil, limits the charge to requests whose
+	// response status is in it (count_status, settle.go); nil counts all.
+	CountStatus *StatusSet
 }
 
 // Plans maps a credential to a named plan, each plan a list of policies.
@@ -254,6 +335,10 @@ type Route struct {
 	Policies []string
 	Plan     string // name in Config.Plans, or ""
 	Cost     int64  // requests charged per request, default 1
+	// CostResponseHeader, when set, names the response header (or
+	// trailer) whose whole-number value is the request's real cost
+	// (cost_response_header, settle.go); canonical form.
+	CostResponseHeader string
 }
 
 // Match selects requests; every set field must match.
@@ -263,4 +348,48 @@ type Match struct {
 	PathPrefix string
 	PathRegex  *regexp.Regexp
 	Methods    []string // upper case; empty = any
+}
+
+// ForwardAuth is `forward_auth:`: a listener that decides requests other
+// proxies describe (nginx auth_request, Traefik ForwardAuth, Caddy
+// forward_auth) and answers 200 or the refusal, forwarding nothing.
+type ForwardAuth struct {
+	// Listen is its address ("" = off, the default); never the public one.
+	Listen string
+	// RefusedStatus is the status of a refusal (0 = response.status): 403
+	// for callers that pass only 2xx, 401 and 403 on (nginx auth_request).
+	RefusedStatus int
+}
+
+// EnvoyRLS is `envoy_rls:`: a gRPC listener serving Envoy's
+// envoy.service.ratelimit.v3.RateLimitService, its descriptors mapped to
+// policies by Mappings.
+type EnvoyRLS struct {
+	// Listen is its address ("" = off, the default).
+	Listen string
+	// Mappings in file order; a descriptor takes the first that matches.
+	Mappings []*RLSMapping
+}
+
+// RLSMapping maps the descriptors of one domain with one shape (keys in
+// order, some values fixed) to policies. The descriptor's other values are
+// the client id: each distinct tuple has its own state in every policy.
+type RLSMapping struct {
+	// Name labels the mapping in metrics (`route`) and logs.
+	Name string
+	// Domain is the RateLimitRequest domain it serves.
+	Domain string
+	// Entries is the descriptor's shape: same keys, same order, same length.
+	Entries []RLSEntry
+	// Policies decide each matching descriptor, atomically with the
+	// request's other descriptors.
+	Policies []string
+}
+
+// RLSEntry is one descriptor entry of a mapping: Key must match, and Value
+// too when HasValue (otherwise any value, which becomes part of the key).
+type RLSEntry struct {
+	Key      string
+	Value    string
+	HasValue bool
 }

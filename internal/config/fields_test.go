@@ -35,7 +35,7 @@ func tables(l *loader) map[string]*section {
 // field's checks (so defaultNode never fails), and every field is
 // documented and has a shape.
 func TestDefaultsDecode(t *testing.T) {
-	for path, s := range tables(newLoader("x.yaml", nil)) {
+	for path, s := range tables(newLoader("x.yaml", LoadOptions{})) {
 		for _, f := range s.fields {
 			name := join(path, f.name)
 			if f.doc == "" {
@@ -47,7 +47,7 @@ func TestDefaultsDecode(t *testing.T) {
 			if f.def == "" || f.set == nil {
 				continue
 			}
-			d := newLoader("x.yaml", nil)
+			d := newLoader("x.yaml", LoadOptions{})
 			// A fresh table, so the default lands in a fresh Config.
 			for _, g := range tables(d)[path].fields {
 				if g.name == f.name {

@@ -9,7 +9,6 @@ import (
 	"hash"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,21 +28,6 @@ const builtinHashSecret = "rlproxy built-in key-hash secret: set store.key_hash_
 // file are an *Errors.
 func Load(path string) (*Config, error) { return LoadWith(path, LoadOptions{}) }
 
-// LoadOptions tune LoadWith.
-type LoadOptions struct {
-	// Overrides replace file values with ones set outside the file.
-	Overrides Overrides
-}
-
-// LoadWith is Load tuned by opts.
-func LoadWith(path string, opts LoadOptions) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
-	}
-	return parse(path, data, opts)
-}
-
 // Parse decodes and validates data, the contents of the config file at path
 // (path names the file in messages and anchors relative file names: TLS
 // files, CA files, plans keys_file, which Parse reads from disk, as it reads
@@ -55,7 +39,7 @@ func Parse(path string, data []byte) (*Config, error) { return parse(path, data,
 // value would be; its problems name its Source where a file's name the
 // file and line.
 func parse(path string, data []byte, opts LoadOptions) (*Config, error) {
-	l := newLoader(path, &opts.Overrides)
+	l := newLoader(path, opts)
 	l.hash(data)
 	if root, ok := l.document(data); ok {
 		line := 0
@@ -89,12 +73,8 @@ type Overrides struct {
 }
 
 // newLoader starts loading the file at path: a Config holding what no
-// field table gives (the maps to fill, the built-in key-hash secret). ov
-// may be nil (no overrides).
-func newLoader(path string, ov *Overrides) *loader {
-	if ov == nil {
-		ov = &Overrides{}
-	}
+// field table gives (the maps to fill, the built-in key-hash secret).
+func newLoader(path string, opts LoadOptions) *loader {
 	return &loader{
 		decoder: &decoder{file: path, errs: &Errors{}},
 		c: &Config{
@@ -104,7 +84,7 @@ func newLoader(path string, ov *Overrides) *loader {
 			Policies:  map[string]*Policy{},
 			Plans:     map[string]*Plans{},
 		},
-		over:   ov,
+		opts:   opts,
 		dir:    filepath.Dir(path),
 		digest: sha256.New(),
 	}
@@ -114,9 +94,9 @@ func newLoader(path string, ov *Overrides) *loader {
 type loader struct {
 	*decoder
 	c      *Config
-	over   *Overrides
-	dir    string    // the config file's directory: relative paths start here
-	digest hash.Hash // SHA-256 over the config file and each keys_file
+	opts   LoadOptions // overrides and file size limit
+	dir    string      // the config file's directory: relative paths start here
+	digest hash.Hash   // SHA-256 over the config file and each keys_file
 }
 
 // hash adds one file's bytes to the digest, length first so that file

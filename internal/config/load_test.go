@@ -157,11 +157,16 @@ func TestOtherMistakes(t *testing.T) {
 		{"short jwt secret", "jwt: { hmac_secret_env: RLPROXY_TEST_SHORT }\n", `x.yaml:1: jwt.hmac_secret_env: environment variable RLPROXY_TEST_SHORT holds 5 bytes; want at least 32`},
 		{"real_ip header", "real_ip: { header: True-Client-IP }\n", `x.yaml:1: real_ip.header: "True-Client-IP": want X-Forwarded-For, X-Real-IP or Forwarded`},
 		{"log level", "log: { level: verbose }\n", `x.yaml:1: log.level: "verbose": want debug, info, warn or error`},
+		{"breaker ratio above 1", "store:\n  breaker: { failure_ratio: 1.5 }\n", `x.yaml:2: store.breaker.failure_ratio: 1.5: want a number greater than 0 and at most 1`},
+		{"breaker ratio zero", "store:\n  breaker: { failure_ratio: 0 }\n", `x.yaml:2: store.breaker.failure_ratio: 0: want a number greater than 0 and at most 1`},
+		{"breaker ratio text", "store:\n  breaker:\n    failure_ratio: half\n", `x.yaml:3: store.breaker.failure_ratio: "half": want a number greater than 0 and at most 1`},
+		{"breaker window zero", "store:\n  breaker: { window: 0s }\n", `x.yaml:2: store.breaker.window: "0s": must be greater than 0`},
+		{"breaker min_calls zero", "store:\n  breaker: { min_calls: 0 }\n", `x.yaml:2: store.breaker.min_calls: 0: want a whole number from 1 to 1000000`},
 		{"max_wait negative", "server: { max_wait: -1s }\n", `x.yaml:1: server.max_wait: "-1s": must not be negative`},
 		{"quota path", "quota_endpoint: { path: rate-limit }\n", `x.yaml:1: quota_endpoint.path: "rate-limit": must start with /`},
 		{"tls missing", "tls: { cert_file: nope.pem }\n", `x.yaml:1: tls.cert_file: "nope.pem": no such file or directory
 x.yaml:1: tls.key_file: required: a PEM file`},
-		{"upstream neither", "upstreams:\n  app: {}\n", `x.yaml:2: upstreams.app: want url (http:// or https://) or builtin: echo`},
+		{"upstream neither", "upstreams:\n  app: {}\n", `x.yaml:2: upstreams.app: want url (http:// or https://), urls or builtin: echo`},
 		{"upstream no host", "upstreams:\n  app: { url: \"http:///x\" }\n", `x.yaml:2: upstreams.app.url: "http:///x": missing the host`},
 		{"upstream ca_file http", "upstreams:\n  app: { url: \"http://a:1\", ca_file: ca.pem }\n", `x.yaml:2: upstreams.app.ca_file: needs an https:// url`},
 		{"builtin", "upstreams:\n  app: { builtin: mirror }\n", `x.yaml:2: upstreams.app.builtin: "mirror": want echo`},
@@ -247,15 +252,16 @@ func TestSpecExample(t *testing.T) {
 	want := &Config{
 		Listen:      "127.0.0.1:8080",
 		AdminListen: "127.0.0.1:9090",
-		Log:         Log{Level: slog.LevelInfo, Format: "text", RefusalsPerSecond: 10},
+		Log:         Log{Level: slog.LevelInfo, Format: "text", RefusalsPerSecond: 10, Access: AccessLog{Format: "json", Buffer: 4096}},
 		Server: Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, BodyTimeout: 60 * time.Second, MaxHeaderBytes: 1048576,
-			ShutdownTimeout: 30 * time.Second, MaxWaiting: 10000, MaxWait: 30 * time.Second},
+			ShutdownTimeout: 30 * time.Second, MaxWaiting: 10000, MaxWait: 30 * time.Second,
+			WriteTimeout: DefaultWriteTimeout, ShutdownDelay: DefaultShutdownDelay},
 		Store: Store{
 			Type:    "memory",
 			MaxKeys: 1_000_000,
 			// Parsed, but the password is read only when type is valkey.
 			Valkey:     Valkey{Addrs: []string{"127.0.0.1:6379"}, Timeout: 50 * time.Millisecond, KeyPrefix: "rl:"},
-			Breaker:    Breaker{Failures: 5, Cooldown: 500 * time.Millisecond},
+			Breaker:    Breaker{Failures: 5, Cooldown: 500 * time.Millisecond, FailureRatio: 0.5, Window: 10 * time.Second, MinCalls: 20},
 			HashSecret: []byte(builtinHashSecret),
 		},
 		RealIP: RealIP{Header: "X-Forwarded-For", Recursive: true,
@@ -263,7 +269,7 @@ func TestSpecExample(t *testing.T) {
 		Response:      Response{Status: 429, Headers: HeadersRateLimit},
 		QuotaEndpoint: QuotaEndpoint{Limit: algo.Limit{Kind: algo.TokenBucket, Count: 10, Period: 1000, Burst: 20}},
 		Upstreams: map[string]*Upstream{
-			"app":  {Name: "app", URL: mustURL(t, "http://127.0.0.1:9000"), ResponseHeaderTimeout: 30 * time.Second},
+			"app":  withPoolDefaults(&Upstream{Name: "app", URL: mustURL(t, "http://127.0.0.1:9000"), ResponseHeaderTimeout: 30 * time.Second}),
 			"demo": {Name: "demo", Builtin: "echo", ResponseHeaderTimeout: 30 * time.Second},
 		},
 		Policies: map[string]*Policy{
@@ -302,15 +308,16 @@ func TestExtensions(t *testing.T) {
 	jwtKey := KeySpec{Sources: []Source{{Kind: SourceJWT, Name: "sub"}, {Kind: SourceIP}}, IPv4Prefix: 24, IPv6Prefix: 64}
 	want := &Config{
 		Listen: ":8443",
-		Log:    Log{Level: slog.LevelDebug, Format: "json", RefusalsPerSecond: 3},
+		Log:    Log{Level: slog.LevelDebug, Format: "json", RefusalsPerSecond: 3, Access: AccessLog{Format: "json", Buffer: 4096}},
 		Server: Server{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second, BodyTimeout: 15 * time.Second, MaxHeaderBytes: 65536,
-			ShutdownTimeout: 15 * time.Second, MaxWaiting: 100, MaxWait: 2 * time.Second},
+			ShutdownTimeout: 15 * time.Second, MaxWaiting: 100, MaxWait: 2 * time.Second,
+			WriteTimeout: DefaultWriteTimeout, ShutdownDelay: DefaultShutdownDelay},
 		Store: Store{
 			Type:    "valkey",
 			MaxKeys: 5000,
 			Valkey: Valkey{Addrs: []string{"10.0.0.1:26379", "10.0.0.2:26379"}, Username: "rlproxy", Password: "s3cret",
 				Timeout: 20 * time.Millisecond, KeyPrefix: "edge:", SentinelMaster: "mymaster"},
-			Breaker:    Breaker{Failures: 3, Cooldown: 250 * time.Millisecond},
+			Breaker:    Breaker{Failures: 3, Cooldown: 250 * time.Millisecond, FailureRatio: 0.25, Window: 5 * time.Second, MinCalls: 40},
 			HashSecret: []byte("0123456789abcdef0123"),
 		},
 		RealIP:        RealIP{Header: "X-Forwarded-For"},
@@ -318,7 +325,7 @@ func TestExtensions(t *testing.T) {
 		Response:      Response{Status: 503, Headers: HeadersXRateLimit | HeadersRateLimitLegacy},
 		QuotaEndpoint: QuotaEndpoint{Path: "/quota", Limit: algo.Limit{Kind: algo.TokenBucket, Count: 5, Period: 1000, Burst: 10}},
 		Upstreams: map[string]*Upstream{
-			"app": {Name: "app", URL: mustURL(t, "https://api.internal:8443/base"), ResponseHeaderTimeout: 5 * time.Second},
+			"app": withPoolDefaults(&Upstream{Name: "app", URL: mustURL(t, "https://api.internal:8443/base"), ResponseHeaderTimeout: 5 * time.Second}),
 		},
 		Policies: map[string]*Policy{
 			"sms": {Name: "sms", Line: 34, Key: jwtKey, DryRun: true,

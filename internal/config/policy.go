@@ -101,6 +101,8 @@ func (d *decoder) policySection(p *Policy) *section {
 			{name: "dry_run", def: "false", value: d.boolVal(&p.DryRun), doc: "Would-be refusals pass and are counted (nginx limit_req_dry_run)."},
 			{name: "exempt", value: d.prefixesVal(&p.Exempt), doc: "Client addresses or CIDRs that pass uncounted."},
 			{name: "fallback", value: checked(func() schema { return objectShape(fallbackSection()) }), doc: "Per-instance token bucket applied while the store is down and the policy fails open; absent: allow all."},
+			{name: "count_status", value: checked(countStatusShape),
+				doc: "Only responses with these statuses are charged (codes 100 to 599, classes \"1xx\" to \"5xx\"); the charge is settled after the response; not for concurrency. Absent: every request counts."},
 		}, d.algorithmFields()),
 		check: func(o object) {
 			if !o.bad {
@@ -178,6 +180,7 @@ func (d *decoder) policyLimit(o object, p *Policy) {
 	if ok && d.limitValid(o.get("algorithm"), o.path, l) {
 		p.Limit = l
 	}
+	d.countStatus(o, a.kind, p)
 }
 
 // required lists the fields algorithm a cannot do without (bucket and

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -47,12 +46,11 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 	name := value{stringShape, func(n *yaml.Node, p string) {
 		if s, ok := l.str(n, p); ok && s == "" {
 			l.errorf(n, p, "must not be empty")
-		} else if ok && s == noRoute {
-			l.errorf(n, p, "%q: reserved (the metrics' route label of requests that match no route)", s)
 		} else if line, dup := seen[s]; ok && dup {
 			l.errorf(n, p, "%q: duplicate route name (first at line %d)", s, line)
 		} else if ok {
 			r.Name, seen[s] = s, n.Line
+			l.reservedRouteName(n, p, s)
 		}
 	}}
 	upstream := value{stringShape, func(n *yaml.Node, p string) {
@@ -72,19 +70,21 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 	}}
 	return &section{fields: []field{
 		{name: "name", need: "required: names the route in metrics and logs", value: name,
-			doc: "Names the route in metrics and logs; unique; \"" + noRoute + "\" is reserved."},
+			doc: "Names the route in metrics and logs; unique; \"" + ReservedRouteName + "\" is reserved."},
 		{name: "match", sub: l.matchSection(&r.Match), doc: "Which requests the route takes; every field set must match; empty matches every request."},
 		{name: "upstream", need: "required: one of upstreams", needed: func() bool { return l.c.Listen != "" }, value: upstream,
 			doc: "Name of the upstream requests go to; not needed without a public listener (listen: \"\")."},
 		{name: "policies", value: policies, doc: "Names of the policies checked, all of them: a refused request is charged by none."},
 		{name: "plan", value: plan, doc: "Name of a plans entry: the credential's plan adds its policies."},
 		{name: "cost", def: "1", value: cost, doc: "Requests charged per request, at most every policy's quota."},
+		{name: "cost_response_header", value: checked(headerNameShape),
+			doc: "Response header whose integer value is the request's cost, settled after the response (for example X-Tokens-Used); absent: cost."},
+	}, check: func(o object) {
+		if !o.bad {
+			l.costHeader(o, r)
+		}
 	}}
 }
-
-// noRoute is the route label of requests that match no route (metrics,
-// logs, decision answers); no route may take it.
-const noRoute = "-"
 
 // routePlan decodes a route's plan and returns every policy its plans may
 // check.
@@ -249,7 +249,11 @@ func (l *loader) plansSection(p *Plans, line int) *section {
 		}
 	}}
 	keys := value{func() schema { return namedShape(stringShape(), "") }, func(n *yaml.Node, path string) { credentials(l.decoder, n, path, p, names, seen) }}
-	keysFile := value{stringShape, func(n *yaml.Node, path string) { l.readKeysFile(n, path, p, names, seen) }}
+	keysFile := value{stringShape, func(n *yaml.Node, path string) {
+		if f, ok := l.filePath(n, path, l.dir); ok {
+			l.keysFile(n, path, f, p, names, seen)
+		}
+	}}
 	return &section{fields: []field{
 		{name: "key", need: "required: where the credential comes from, e.g. header:X-API-Key", value: key,
 			doc: "Where the credential comes from, e.g. header:X-API-Key (key sources as a policy's)."},
@@ -259,25 +263,6 @@ func (l *loader) plansSection(p *Plans, line int) *section {
 		{name: "keys", value: keys, doc: "Credential → plan name, inline."},
 		{name: "keys_file", value: keysFile, doc: "YAML file of credential: plan lines (relative to this file), merged with keys; reloaded with the config."},
 	}}
-}
-
-// readKeysFile reads a plans keys_file into p.Keys.
-func (l *loader) readKeysFile(n *yaml.Node, path string, p *Plans, names []string, seen map[string]string) {
-	f, ok := l.filePath(n, path, l.dir)
-	if !ok {
-		return
-	}
-	data, err := os.ReadFile(f)
-	if err != nil {
-		l.errorf(n, path, "%q: %v", n.Value, unwrapPathError(err))
-		return
-	}
-	l.hash(data)
-	p.KeysFile = f
-	kd := &decoder{file: f, errs: l.errs}
-	if root, ok := kd.document(data); ok {
-		credentials(kd, root, "", p, names, seen)
-	}
 }
 
 // credentials adds a mapping credential → plan name (inline `keys:` or a

@@ -21,7 +21,7 @@ type schema = map[string]any
 // every example config names that file in its first line
 // (`# yaml-language-server: $schema=...`) for editor completion.
 func Schema() []byte {
-	l := newLoader("schema", nil)
+	l := newLoader("schema", LoadOptions{})
 	s := objectShape(l.topSection())
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	s["title"] = "rlproxy configuration"

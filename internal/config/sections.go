@@ -3,9 +3,7 @@ package config
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"net"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -51,12 +49,14 @@ func (l *loader) logSection() *section {
 			_ = g.Level.UnmarshalText([]byte(s)) // cannot fail: s is one of slog's names
 		}
 	}}
+	access, accessOn := l.accessLogSection()
 	return &section{fields: []field{
 		{name: "level", def: "info", value: level, doc: "Least severe level logged; changed on reload."},
 		{name: "format", def: "text", value: l.enumVal(&g.Format, "text", "json"), doc: "Line format; changed on restart only."},
 		{name: "refusals_per_second", def: "10", value: l.intVal(&g.RefusalsPerSecond, 0, 1_000_000),
 			doc: "Refusal log lines per second per instance; the rest are counted, not logged."},
-	}}
+		{name: "access", sub: access, doc: "Access log, one line per request; present turns it on unless enabled: false."},
+	}, check: accessOn}
 }
 
 // serverSection is `server:`.
@@ -70,6 +70,12 @@ func (l *loader) serverSection() *section {
 		{name: "max_wait", def: "30s", value: l.durationVal(&s.MaxWait, true), doc: "Longest delay of one request; a longer wait is refused."},
 		{name: "max_header_bytes", def: "1048576", value: l.intVal(&s.MaxHeaderBytes, 1024, 64<<20), doc: "Largest request header block, bytes."},
 		{name: "max_waiting", def: "10000", value: l.intVal(&s.MaxWaiting, 0, 10_000_000), doc: "Requests held in leaky-bucket delay per instance; beyond it a request that would wait is refused."},
+		{name: "write_timeout", def: DefaultWriteTimeout.String(), value: l.durationVal(&s.WriteTimeout, true),
+			doc: "Longest a write of the response to a slow client may stall (nginx send_timeout); 0 = none."},
+		{name: "max_connections", def: "0", value: l.intVal(&s.MaxConnections, 0, maxConnectionsLimit),
+			doc: "Most client connections open at once on the public listener; 0 = derived from the open-file limit."},
+		{name: "shutdown_delay", def: DefaultShutdownDelay.String(), value: l.durationVal(&s.ShutdownDelay, true),
+			doc: "At shutdown, how long /readyz answers 503 before the listener closes (load balancers see it); 0 = none."},
 	}}
 }
 
@@ -98,6 +104,10 @@ func (l *loader) breakerSection() *section {
 	return &section{fields: []field{
 		{name: "failures", def: "5", value: l.intVal(&b.Failures, 1, 1_000_000), doc: "Consecutive store errors that open the breaker."},
 		{name: "cooldown", def: "500ms", value: l.durationVal(&b.Cooldown, false), doc: "How long an open breaker skips the store before probing it."},
+		{name: "failure_ratio", def: "0.5", value: l.ratioVal(&b.FailureRatio),
+			doc: "Share of failed store calls in window, in (0, 1], that opens the breaker (once min_calls were made); a half-open breaker judges its probes by it."},
+		{name: "window", def: "10s", value: l.durationVal(&b.Window, false), doc: "Sliding window over which failure_ratio is measured."},
+		{name: "min_calls", def: "20", value: l.intVal(&b.MinCalls, 1, 1_000_000), doc: "Calls in window before failure_ratio can open the breaker."},
 	}}
 }
 
@@ -153,7 +163,7 @@ func (l *loader) valkeySection() *section {
 			{name: "password_env", value: password, doc: "Environment variable holding the password, never inline."},
 			{name: "tls", value: l.boolVal(&v.TLS), doc: "Connect over TLS."},
 			{name: "ca_file", value: caFile, doc: "PEM CA bundle verifying the server (needs tls: true); default the system roots."},
-			{name: "timeout", def: "50ms", value: l.durationVal(&v.Timeout, false), doc: "Per decision; past it the policy's on_store_error applies."},
+			{name: "timeout", def: "2s", value: l.durationVal(&v.Timeout, false), doc: "Per decision; past it the policy's on_store_error applies."},
 			{name: "key_prefix", def: `"rl:"`, value: prefix, doc: "Prefix of every key; no { or } (the client id is the key's hash tag)."},
 			{name: "sentinel_master", value: l.strVal(&v.SentinelMaster), doc: "When set, addrs are Sentinels and this is the master's name."},
 			{name: "local_cache", def: "true", value: localCache, doc: "Cache over-limit answers locally until they expire; false sends every decision to Valkey."},
@@ -315,47 +325,38 @@ func (l *loader) upstreamSection(u *Upstream) *section {
 		}
 	}}
 	return &section{
-		fields: []field{
-			{name: "url", value: checked(func() schema { return schema{"type": "string", "pattern": "^[hH][tT][tT][pP][sS]?://[^/?#]+[^?#]*$"} }),
+		fields: append([]field{
+			{name: "url", value: checked(upstreamURLShape),
 				doc: "http:// or https:// URL, no query or fragment; its path prefixes the request's."},
 			{name: "builtin", value: checked(func() schema { return enumShape("echo") }), doc: "A built-in upstream instead of url: echo answers with the request it received."},
 			{name: "ca_file", value: caFile, doc: "PEM CA bundle verifying an https upstream; default the system roots."},
 			{name: "response_header_timeout", def: "30s", value: l.durationVal(&u.ResponseHeaderTimeout, false),
 				doc: "Longest wait for the upstream's response headers; past it the client gets 504."},
+		}, poolFields()...),
+		// The pool before ca_file, which needs the servers' scheme.
+		pre: func(o object) {
+			l.upstreamTarget(o, u)
+			l.pool(o, u)
 		},
-		pre: func(o object) { l.upstreamTarget(o, u) },
 		extend: func(s schema) {
 			s["type"] = "object"
-			s["oneOf"] = []any{schema{"required": []any{"url"}}, schema{"required": []any{"builtin"}}}
+			s["oneOf"] = []any{schema{"required": []any{"url"}}, schema{"required": []any{"builtin"}}, schema{"required": []any{"urls"}}}
 		},
 	}
 }
 
-// upstreamTarget decodes url or builtin, exactly one of them.
+// upstreamTarget decodes url or builtin, exactly one of them (or neither:
+// urls, decoded by pool).
 func (l *loader) upstreamTarget(o object, u *Upstream) {
 	switch {
 	case o.bad:
 	case o.has("url") && o.has("builtin"):
 		l.errorf(o.keys["builtin"], o.field("builtin"), "set url or builtin, not both")
 	case o.has("url"):
-		n := o.get("url")
-		s, _ := l.str(n, o.field("url"))
-		v, err := url.Parse(s)
-		switch {
-		case err != nil:
-			l.errorf(n, o.field("url"), "%q: %v", s, errors.Unwrap(err))
-		case v.Scheme != "http" && v.Scheme != "https":
-			l.errorf(n, o.field("url"), "%q: want an http:// or https:// URL", s)
-		case v.Host == "":
-			l.errorf(n, o.field("url"), "%q: missing the host", s)
-		case v.RawQuery != "" || v.Fragment != "":
-			l.errorf(n, o.field("url"), "%q: must not have a query or fragment", s)
-		default:
-			u.URL = v
-		}
+		u.URL, _ = l.upstreamURL(o.get("url"), o.field("url"))
 	case o.has("builtin"):
 		u.Builtin, _ = l.oneOf(o.get("builtin"), o.field("builtin"), "echo")
-	default:
-		l.errorf(o.missing(), o.path, "want url (http:// or https://) or builtin: echo")
+	case !o.has("urls"):
+		l.errorf(o.missing(), o.path, "want url (http:// or https://), urls or builtin: echo")
 	}
 }

@@ -23,6 +23,7 @@ func (l *loader) topSection() *section {
 			{name: "jwt", sub: l.jwtSection(), doc: "Verification of the tokens jwt:CLAIM key sources read."},
 			{name: "response", sub: l.responseSection(), doc: "How refusals look."},
 			{name: "quota_endpoint", sub: l.quotaSection(), doc: "Present: GET path answers the caller's quota as JSON without spending it."},
+			{name: "admin", sub: l.adminSection(), doc: "The admin page served on admin_listen."},
 			{name: "upstreams", doc: "Upstreams by name: where routes send requests.", value: value{set: l.upstreams,
 				shape: func() schema { return namedShape(objectShape(l.upstreamSection(&Upstream{})), "") }}},
 			{name: "policies", doc: "Policies by name: one limit each.", value: value{set: l.policies,
@@ -33,6 +34,10 @@ func (l *loader) topSection() *section {
 				value: checked(func() schema {
 					return schema{"type": "array", "minItems": 1, "items": objectShape(l.routeSection(&Route{}, nil))}
 				})},
+			{name: "forward_auth", value: checked(func() schema { return objectShape(forwardAuthSection()) }),
+				doc: "Forward-auth decision listener: answers whether a request another proxy describes may pass."},
+			{name: "envoy_rls", value: checked(func() schema { return objectShape(envoyRLSSection()) }),
+				doc: "Envoy rate limit service (gRPC): descriptors mapped to policies."},
 		},
 		check: l.topCheck,
 		extend: func(s schema) {
@@ -45,15 +50,16 @@ func (l *loader) topSection() *section {
 }
 
 // topCheck applies the overrides and decodes what spans the file: the
-// listeners' clash, the routes (which name upstreams, policies and plans)
-// and the warnings about keys.
+// listeners' clash, the routes (which name upstreams, policies and plans),
+// the decision interfaces (which name routes and policies) and the
+// warnings about keys.
 func (l *loader) topCheck(o object) {
 	c := l.c
-	l.override(l.over.Listen, "listen", &c.Listen)
-	l.override(l.over.AdminListen, "admin_listen", &c.AdminListen)
+	l.override(l.opts.Overrides.Listen, "listen", &c.Listen)
+	l.override(l.opts.Overrides.AdminListen, "admin_listen", &c.AdminListen)
 	if c.Listen != "" && c.AdminListen != "" && samePort(c.Listen, c.AdminListen) {
 		d, at := l.decoder, o.keys["admin_listen"]
-		if ov := l.over.AdminListen; ov != nil {
+		if ov := l.opts.Overrides.AdminListen; ov != nil {
 			d, at = &decoder{file: ov.Source, errs: l.errs}, nil
 		}
 		d.errorf(at, "admin_listen", "%q: must not share the public listener %q (metrics and health stay off the public port)", c.AdminListen, c.Listen)
@@ -62,6 +68,7 @@ func (l *loader) topCheck(o object) {
 		c.QuotaEndpoint.Path = "" // absent: off
 	}
 	l.routes(o)
+	l.integrations(o)
 	l.warnCredentials(o)
 }
 

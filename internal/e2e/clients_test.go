@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"rlproxy/internal/testutil/fakeclock"
 	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
 )
@@ -758,7 +759,10 @@ routes:
 				t.Errorf("after the clients left: %v, want 3×200", got)
 			}
 
-			// Lease renewal: 300 ms leases, requests held 1 s.
+			// Lease renewal: 300 ms leases, requests held 1 s. Real time,
+			// not injected: renewals run on a real ticker against lease
+			// expiry, and the 900 ms check is 300 ms (a whole lease) from
+			// both the last renewal's deadline and the requests' end.
 			surl := in.URL + "/short/x"
 			ch, _ = clientsLaunch(c, surl, 3)
 			e2eWaitFor(t, 10*time.Millisecond, "3 long requests in flight", func() bool { return up.inflight.Load() == 3 })
@@ -838,7 +842,10 @@ func TestClientConcurrencyNoLeak(t *testing.T) {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
 			up := clientsNewHold(t)
-			in := e2eStartBehind(t, st, up.URL, `
+			// Injected time: the leaky bucket drains by an Advance, not a
+			// sleep; the waits themselves still run on real timers.
+			clk := fakeclock.New(time.Now())
+			in := rlproxytest.StartOpts(t, storeYAML(t, st)+fmt.Sprintf(`
 server: { max_wait: 1500ms }
 quota_endpoint: { path: /rate-limit }
 upstreams: { app: { url: %q } }
@@ -849,7 +856,7 @@ policies:
 routes:
   - { name: shaped, match: { path_prefix: /shaped/ }, upstream: app, policies: [nl_shape, nl_conc] }
   - { name: dry, match: { path_prefix: /dry/ }, upstream: app, policies: [nl_dry] }
-`)
+`, up.URL), rlproxytest.Opts{Now: clk.Now})
 			c := rlproxytest.ClientFrom("127.0.0.2")
 			rl := func(resp *http.Response) string { _, v := clientsHeaders(resp); return v }
 
@@ -883,7 +890,7 @@ routes:
 				t.Errorf("quota endpoint after the abandoned and the refused requests: nl_conc remaining %d, want 2 (no lease leaked); %v", q["nl_conc"], q)
 			}
 			// Hold one real request: the endpoint reports one slot in use.
-			time.Sleep(3 * time.Second) // the leaky bucket drains enough for no wait
+			clk.Advance(3 * time.Second) // the leaky bucket drains enough for no wait
 			ch, _ := clientsLaunch(c, in.URL+"/shaped/x", 1)
 			e2eWaitFor(t, 10*time.Millisecond, "a held request", func() bool { return up.inflight.Load() == 1 })
 			if q := clientsQuotaOf(t, c, in.URL); q["nl_conc"] != 1 {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"rlproxy/internal/testutil/fakeclock"
 	"rlproxy/internal/testutil/rlproxytest"
 )
 
@@ -20,13 +21,17 @@ func TestReferenceAPI(t *testing.T) {
 	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
-			in, up := e2eStart(t, st, `
+			// Injected time: the decisions are made at clk's time, so the
+			// 4 s refill is an Advance, not a sleep.
+			clk := fakeclock.New(time.Now())
+			up := rlproxytest.NewUpstream(t)
+			in := rlproxytest.StartOpts(t, storeYAML(t, st)+fmt.Sprintf(`
 upstreams: { app: { url: %q } }
 policies:
   api: { algorithm: token_bucket, rate: 30r/m, burst: 5, key: ip }
 routes:
   - { name: api, match: { path_prefix: /api/ }, upstream: app, policies: [api] }
-`)
+`, up.URL), rlproxytest.Opts{Now: clk.Now})
 			var codes []int
 			var last *http.Response
 			for range 7 {
@@ -51,7 +56,7 @@ routes:
 			if up.Count() != 5 {
 				t.Errorf("upstream saw %d requests, want 5 (refusals never reach it)", up.Count())
 			}
-			time.Sleep(4 * time.Second) // two tokens back (1 s from either boundary)
+			clk.Advance(4 * time.Second) // two tokens back, exactly
 			resp, _ := rlproxytest.Get(t, nil, in.URL+"/api/items")
 			if resp.StatusCode != 200 {
 				t.Fatalf("after 4 s: status %d, want 200", resp.StatusCode)

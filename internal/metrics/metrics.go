@@ -47,6 +47,7 @@ type Metrics struct {
 	storeDuration    prometheus.Histogram
 	delay            prometheus.Histogram
 	waiting          prometheus.Gauge
+	waitingLimit     prometheus.Gauge
 	breakerOpen      prometheus.Gauge
 	localRefusals    prometheus.Counter
 	shapingRefusals  *prometheus.CounterVec
@@ -56,6 +57,11 @@ type Metrics struct {
 	lastReload    prometheus.Gauge
 
 	memory *memoryCollector
+
+	traffic           *traffic // traffic.go
+	cleanupErrors     *prometheus.CounterVec
+	costHeaderInvalid *prometheus.CounterVec
+	store             *storeMetrics // store.go
 }
 
 // New builds the collectors and registers them, with the Go runtime and
@@ -84,13 +90,14 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 		decisionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "rlproxy_decision_duration_seconds",
 			Help: "Time to decide one request against all its policies, store round trip included.",
-			// 50 µs (memory store) to 250 ms (past the default 50 ms store timeout).
-			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+			// 50 µs (memory store) to 2.5 s (past the default store
+			// timeout, a loaded proxy's queueing included).
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 		storeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rlproxy_store_duration_seconds",
 			Help:    "Time of one store round trip (Decide or Release).",
-			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "rlproxy_delay_seconds",
@@ -102,6 +109,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 			Name: "rlproxy_waiting_requests",
 			Help: "Requests currently held in a leaky-bucket delay.",
 		}),
+		waitingLimit: newWaitingLimit(),
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rlproxy_breaker_open",
 			Help: "1 while the store circuit breaker is open (store skipped, fail modes applied), else 0.",
@@ -125,6 +133,8 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 				"Keys evicted from the in-process store by its max_keys LRU bound.", nil, nil),
 		},
 	}
+	m.cleanupErrors = newCleanupErrors()
+	m.costHeaderInvalid = newCostHeaderInvalid()
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rlproxy_config_reloads_total",
 		Help: "Config reloads by result; a failed one keeps the running config.",
@@ -138,13 +148,16 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 	}, []string{"version", "goversion"})
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 
+	m.store = newStoreMetrics(reg)
 	reg.MustRegister(
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
-		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.breakerOpen,
+		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.waitingLimit, m.breakerOpen,
 		m.localRefusals, m.shapingRefusals, reloads, m.lastReload, buildInfo, m.memory,
+		m.cleanupErrors, m.costHeaderInvalid,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.traffic = newTraffic(reg)
 	return m
 }
 

@@ -23,3 +23,13 @@ func TestShapingRefusals(t *testing.T) {
 	}
 	promtoolCheck(t, out)
 }
+
+// TestWaitingLimit: the gauge holds the last server.max_waiting set.
+func TestWaitingLimit(t *testing.T) {
+	m := New(prometheus.NewRegistry(), "test")
+	m.SetWaitingLimit(10000)
+	m.SetWaitingLimit(250)
+	if got := sample(scrape(t, m), "rlproxy_waiting_requests_limit"); got != "250" {
+		t.Fatalf("rlproxy_waiting_requests_limit = %q, want 250", got)
+	}
+}

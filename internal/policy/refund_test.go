@@ -27,6 +27,12 @@ func (refundDown) Close() error                                       { return n
 
 func refundLimiter(t *testing.T, st, floor store.Store) (*Limiter, *Route) {
 	t.Helper()
+	return refundLimiterOpts(t, Options{Store: st, Floor: floor, LeasePrefix: "t-"})
+}
+
+// refundLimiterOpts is refundLimiter's configuration with opts.
+func refundLimiterOpts(t *testing.T, opts Options) (*Limiter, *Route) {
+	t.Helper()
 	cfg, err := config.Parse("refund.yaml", []byte(`
 upstreams: { app: { url: "http://127.0.0.1:1" } }
 policies:
@@ -38,7 +44,7 @@ routes: [ { name: all, upstream: app, policies: [shape, hourly, inflight] } ]
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := New(cfg, Options{Store: st, Floor: floor, LeasePrefix: "t-"})
+	l, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,3 +124,5 @@ func TestLimiterRefundFloor(t *testing.T) {
 		t.Fatalf("floor after the refund: %d remaining, want 3 of 3", n)
 	}
 }
+
+func (refundDown) Charge(context.Context, []store.Check, int64) error { return errRefundDown }

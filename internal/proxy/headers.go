@@ -29,20 +29,19 @@ const (
 var upstreamQuotaHeaders = [...]string{"Ratelimit-Policy", "Ratelimit", "Ratelimit-Limit", "Ratelimit-Remaining",
 	"Ratelimit-Reset", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"}
 
-// ceilSec is ms → whole seconds rounded up (CONFIG-SPEC: t may be 0).
-func ceilSec(ms int64) int64 {
+// resetSeconds is a reset in ms (RateLimit's t, RateLimit-Reset, the quota
+// endpoint's reset, or an instant for X-RateLimit-Reset) in whole seconds
+// rounded up; unlike policy.CeilSeconds it may be 0 (docs/CONTRACT.md: a
+// quota that is full again now resets in 0 s).
+func resetSeconds(ms int64) int64 {
 	if ms <= 0 {
 		return 0
 	}
 	return (ms + 999) / 1000
 }
 
-// retryAfterSec is the Retry-After value: delay-seconds (RFC 9110 §10.2.3),
-// rounded up, never 0.
-func retryAfterSec(ms int64) int64 { return max(ceilSec(ms), 1) }
-
 // setQuotaHeaders writes the configured header sets for res onto h: every
-// response of a limited route carries them, allowed or not (CONFIG-SPEC).
+// response of a limited route carries them, allowed or not (docs/CONTRACT.md).
 // Policies the store could not decide, and exempt ones, are left out.
 //
 // Hot path: every value is appended to one stack buffer, copied into one
@@ -90,7 +89,7 @@ func setQuotaHeaders(h http.Header, sets config.HeaderSet, res *policy.Result) {
 			b = append(b, ";r="...)
 			b = strconv.AppendInt(b, max(it.Decision.Remaining, 0), 10)
 			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, ceilSec(it.Decision.ResetAfter), 10)
+			b = strconv.AppendInt(b, resetSeconds(it.Decision.ResetAfter), 10)
 		}
 		ends[qhRateLimit] = len(b)
 	}
@@ -102,11 +101,11 @@ func setQuotaHeaders(h http.Header, sets config.HeaderSet, res *policy.Result) {
 		ends[qhRemaining] = len(b)
 	}
 	if sets&config.HeadersRateLimitLegacy != 0 {
-		b = strconv.AppendInt(b, ceilSec(bd.Decision.ResetAfter), 10)
+		b = strconv.AppendInt(b, resetSeconds(bd.Decision.ResetAfter), 10)
 		ends[qhLegacyReset] = len(b)
 	}
 	if sets&config.HeadersXRateLimit != 0 {
-		b = strconv.AppendInt(b, ceilSec(res.Now+bd.Decision.ResetAfter), 10)
+		b = strconv.AppendInt(b, resetSeconds(res.Now+bd.Decision.ResetAfter), 10)
 		ends[qhXReset] = len(b)
 	}
 	all := string(b)

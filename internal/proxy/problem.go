@@ -12,13 +12,20 @@ import (
 type problemKind uint8
 
 const (
-	problemRateLimited  problemKind = iota // a policy refused (response.status, default 429)
-	problemQueueFull                       // shaping cap reached (response.status)
-	problemUnavailable                     // a fail-closed policy could not be decided: 503
-	problemNoRoute                         // no route matched: 404
-	problemBadGateway                      // upstream unreachable or failed: 502
-	problemQuotaLimited                    // the quota endpoint itself is rate limited: 429
-	problemBodyTimeout                     // the client stalled sending its body: 408
+	problemRateLimited      problemKind = iota // a policy refused (response.status, default 429)
+	problemQueueFull                           // shaping cap reached (response.status)
+	problemUnavailable                         // a fail-closed policy could not be decided: 503
+	problemNoRoute                             // no route matched: 404
+	problemBadGateway                          // upstream unreachable or failed: 502
+	problemQuotaLimited                        // the quota endpoint itself is rate limited: 429
+	problemBodyTimeout                         // the client stalled sending its body: 408
+	problemNoHealthy                           // every server of the pool is out of rotation: 502
+	problemGatewayTimeout                      // the upstream did not answer in time: 504
+	problemMethodNotAllowed                    // the quota endpoint asked with a method other than GET or HEAD: 405
+
+	// The decision listeners' own answers (package forwardauth).
+	problemUntrustedCaller // the caller is not a trusted proxy: 403
+	problemNotDescribed    // a forward-auth request names no original request: 400
 )
 
 // problems holds each kind's RFC 9457 type, title and status. Types are
@@ -27,13 +34,19 @@ var problems = [...]struct {
 	typ, title, detail string
 	status             int
 }{
-	problemRateLimited:  {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "", http.StatusTooManyRequests},
-	problemQueueFull:    {"urn:rlproxy:problem:shaping-queue-full", "Too Many Requests", "the request would wait longer than this proxy queues requests", http.StatusTooManyRequests},
-	problemUnavailable:  {"urn:rlproxy:problem:limiter-unavailable", "Service Unavailable", "the rate limiter cannot decide right now and this route fails closed; retry shortly", http.StatusServiceUnavailable},
-	problemNoRoute:      {"urn:rlproxy:problem:no-route", "Not Found", "no route matches this request", http.StatusNotFound},
-	problemBadGateway:   {"urn:rlproxy:problem:bad-gateway", "Bad Gateway", "the upstream could not be reached or failed", http.StatusBadGateway},
-	problemQuotaLimited: {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "the quota endpoint is asked too often", http.StatusTooManyRequests},
-	problemBodyTimeout:  {"urn:rlproxy:problem:body-timeout", "Request Timeout", "the request body stalled for longer than server.body_timeout", http.StatusRequestTimeout},
+	problemRateLimited:      {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "", http.StatusTooManyRequests},
+	problemQueueFull:        {"urn:rlproxy:problem:shaping-queue-full", "Too Many Requests", "the request would wait longer than this proxy queues requests", http.StatusTooManyRequests},
+	problemUnavailable:      {"urn:rlproxy:problem:limiter-unavailable", "Service Unavailable", "the rate limiter cannot decide right now and this route fails closed; retry shortly", http.StatusServiceUnavailable},
+	problemNoRoute:          {"urn:rlproxy:problem:no-route", "Not Found", "no route matches this request", http.StatusNotFound},
+	problemBadGateway:       {"urn:rlproxy:problem:bad-gateway", "Bad Gateway", "the upstream could not be reached or failed", http.StatusBadGateway},
+	problemQuotaLimited:     {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "the quota endpoint is asked too often", http.StatusTooManyRequests},
+	problemBodyTimeout:      {"urn:rlproxy:problem:body-timeout", "Request Timeout", "the request body stalled for longer than server.body_timeout", http.StatusRequestTimeout},
+	problemNoHealthy:        {"urn:rlproxy:problem:no-healthy-upstream", "Bad Gateway", "every server of the upstream is out of rotation (health checks or max_fails)", http.StatusBadGateway},
+	problemGatewayTimeout:   {"urn:rlproxy:problem:gateway-timeout", "Gateway Timeout", "the upstream did not answer in time", http.StatusGatewayTimeout},
+	problemMethodNotAllowed: {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "the quota endpoint answers GET and HEAD only", http.StatusMethodNotAllowed},
+
+	problemUntrustedCaller: {"urn:rlproxy:problem:untrusted-caller", "Forbidden", "only proxies in real_ip.trusted_proxies may ask this listener", http.StatusForbidden},
+	problemNotDescribed:    {"urn:rlproxy:problem:no-original-request", "Bad Request", "want X-Forwarded-Uri or X-Original-URI naming the original request", http.StatusBadRequest},
 }
 
 // writeProblem is the one place rlproxy answers in its own name. For
@@ -42,8 +55,8 @@ var problems = [...]struct {
 //
 // The body is RFC 9457 problem details plus the rate-limit members the
 // brief asks for (whole seconds), members in this order: type, title,
-// status, detail, instance, then policy, retryAfter, limit, remaining,
-// reset, window only when they apply. It is appended into one buffer (the
+// status, detail, instance, then requestId (the request's id, requestid.go),
+// policy, retryAfter, limit, remaining, reset, window only when they apply. It is appended into one buffer (the
 // refusal path is hot under attack) with encoding/json's string escaping,
 // so the bytes are what json.Marshal of the former struct gave.
 func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *Runtime, res *policy.Result) {
@@ -59,7 +72,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 		if rt != nil && (kind == problemRateLimited || kind == problemQueueFull) {
 			status = rt.Config.Response.Status
 		}
-		ra = retryAfterSec(res.RetryAfter)
+		ra = policy.CeilSeconds(res.RetryAfter)
 		if res.Binding >= 0 {
 			it = &res.Items[res.Binding]
 		}
@@ -94,6 +107,10 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 	}
 	b = append(b, `,"instance":`...)
 	b = appendJSONString(b, r.URL.Path)
+	if id := problemRequestID(r.Header); id != "" {
+		b = append(b, `,"requestId":`...)
+		b = appendJSONString(b, id)
+	}
 	if it != nil && it.Policy.Name != "" {
 		b = append(b, `,"policy":`...)
 		b = appendJSONString(b, it.Policy.Name)
@@ -108,7 +125,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 		b = append(b, `,"remaining":`...)
 		b = strconv.AppendInt(b, max(it.Decision.Remaining, 0), 10)
 		b = append(b, `,"reset":`...)
-		b = strconv.AppendInt(b, ceilSec(it.Decision.ResetAfter), 10)
+		b = strconv.AppendInt(b, resetSeconds(it.Decision.ResetAfter), 10)
 		b = append(b, `,"window":`...)
 		b = strconv.AppendInt(b, it.Policy.Window, 10)
 	}

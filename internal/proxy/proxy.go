@@ -15,11 +15,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"rlproxy/internal/accesslog"
 	"rlproxy/internal/config"
+	"rlproxy/internal/live"
 	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/realip"
+	upstreampkg "rlproxy/internal/upstream"
 )
 
 // Runtime is everything one configuration needs on the request path. It is
@@ -30,8 +33,10 @@ type Runtime struct {
 	Limiter   *policy.Limiter
 	realIP    *realip.Resolver
 	upstreams map[string]*upstream // by route name
-	transport []*directTransport
 	quota     *quotaEndpoint
+	noRoute   *metrics.RouteTraffic // route "-"; nil without metrics
+	ownSet    *upstreampkg.Set      // NewRuntime's servers, closed with it
+	redact    []string              // query keys the access log never shows
 }
 
 // Server is the public HTTP handler. The zero value is not usable; use New.
@@ -43,12 +48,18 @@ type Server struct {
 	refusal atomic.Pointer[logging.RefusalSampler]
 	waiting atomic.Int64 // requests currently held in delay
 	results sync.Pool    // *policy.Result
+	records sync.Pool    // *record
+	access  atomic.Pointer[accesslog.Logger]
+
+	// live is the admin page's live view; nil records nothing.
+	live *live.Recorder
 }
 
 // New returns a Server serving rt.
 func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 	s := &Server{metrics: m, log: log}
 	s.results.New = func() any { return new(policy.Result) }
+	s.records.New = func() any { return new(record) }
 	s.Swap(rt)
 	return s
 }
@@ -58,6 +69,9 @@ func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 // close once in-flight requests are done).
 func (s *Server) Swap(rt *Runtime) *Runtime {
 	prev := s.rt.Swap(rt)
+	if s.metrics != nil {
+		s.metrics.SetWaitingLimit(rt.Config.Server.MaxWaiting)
+	}
 	// A new sampler only when the rate changed: an unchanged one keeps its
 	// second's budget and its count of suppressed lines across reloads.
 	if prev == nil || s.refusal.Load() == nil || prev.Config.Log.RefusalsPerSecond != rt.Config.Log.RefusalsPerSecond {
@@ -72,49 +86,78 @@ func (s *Server) Runtime() *Runtime { return s.rt.Load() }
 // Waiting returns the number of requests currently held in leaky-bucket delay.
 func (s *Server) Waiting() int64 { return s.waiting.Load() }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler: it serves r through a record of
+// its answer, then counts the answer (metrics) and logs it (access log).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc := s.records.Get().(*record)
+	rc.reset(w, time.Now())
 	rt := s.rt.Load()
+	al := s.access.Load()
+	if al != nil {
+		rc.logging, rc.requestID = true, requestID(r)
+	}
+	// Deferred: a response that broke while streaming ends in
+	// ReverseProxy's http.ErrAbortHandler panic, and is counted too.
+	defer func() {
+		now := time.Now()
+		rc.finish(rt, now)
+		if al != nil {
+			s.logAccess(al, rc, r, rt, now)
+		}
+		s.records.Put(rc)
+	}()
+	s.serve(rc, r, rt)
+}
+
+// serve answers r, noting in rc what it decided.
+func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
+	var w http.ResponseWriter = rc
 	peer := peerAddr(r.RemoteAddr)
 	ip := rt.realIP.ClientIP(peer, r.Header)
+	rc.up.ClientIP = ip
 
 	if rt.quota != nil && r.URL.Path == rt.quota.path {
+		rc.decision = decisionQuota
 		s.serveQuota(w, r, rt, ip)
 		return
 	}
 	route := rt.Limiter.Match(r)
 	if route == nil {
+		rc.decision = decisionNoRoute
 		writeProblem(w, r, problemNoRoute, nil, nil)
 		return
 	}
 	up := rt.upstreams[route.Name]
+	if up == nil { // a decision-service route (no upstream): the proxy has nowhere to send it
+		writeProblem(w, r, problemNoRoute, nil, nil)
+		return
+	}
+	rc.route, rc.traffic = route.Name, up.traffic
+	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP()) {
+		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
+	}
 	if t := rt.Config.Server.BodyTimeout; t > 0 && r.Body != nil && r.Body != http.NoBody {
 		r = withIdleTimeoutBody(w, r, t)
 	}
 	if !route.Limited() {
+		rc.decision = decisionUnlimited
+		s.live.Observe(route, nil)
 		up.plain.ServeHTTP(w, r)
 		return
 	}
 
 	res := s.results.Get().(*policy.Result)
 	defer s.results.Put(res)
-	start := time.Now()
-	_ = rt.Limiter.Decide(r.Context(), route, r, ip, res)
-	if s.metrics != nil {
-		s.metrics.ObserveDecision(time.Since(start))
-	}
-
-	switch res.Outcome {
-	case policy.Unavailable:
-		writeProblem(w, r, problemUnavailable, nil, nil)
-		return
-	case policy.Refuse:
-		setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
-		s.logRefusal(route, res)
-		writeProblem(w, r, problemRateLimited, rt, res)
+	if !s.decide(w, r, rt, route, ip, res) {
+		rc.decision = decisionUnavailable
+		if res.Outcome == policy.Refuse {
+			rc.decision = decisionRejected
+			if res.Binding >= 0 {
+				rc.policy = res.Items[res.Binding].Policy.Name
+			}
+		}
 		return
 	}
-	setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
 	// Leases are held from the decision on: renewed through a leaky-bucket
 	// wait too, and released even when the request is refused for waiting
 	// too long or the client leaves during its wait.
@@ -123,10 +166,47 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer rt.Limiter.Release(res)
 		defer stop()
 	}
-	if res.Wait > 0 && !s.wait(w, r, rt, route, ip, res) {
+	rc.decision = decisionAllowed
+	if res.Wait > 0 {
+		rc.decision, rc.waitMS = decisionDelayed, res.Wait
+		if !s.wait(w, r, rt, route, ip, res) {
+			if rc.status != 0 { // refused by a shaping cap (else the client left)
+				rc.decision = decisionRejected
+			}
+			// Refunded by a shaping cap, or the client left while waiting.
+			rt.Limiter.Settle(res, policy.Settlement{Status: statusClientClosed})
+			return
+		}
+	}
+	if route.Settles() {
+		s.forwardSettled(w, r, rt.Limiter, route, up.limited, res)
 		return
 	}
 	up.limited.ServeHTTP(w, r)
+}
+
+// decide asks route's policies about r from client ip into res. It
+// answers a refusal (response.status) or an outage (503) itself and
+// returns false; an allowed request gets its quota headers and true.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, rt *Runtime, route *policy.Route, ip netip.Addr, res *policy.Result) bool {
+	start := time.Now()
+	_ = rt.Limiter.Decide(r.Context(), route, r, ip, res)
+	if s.metrics != nil {
+		s.metrics.ObserveDecision(time.Since(start))
+	}
+	s.live.Observe(route, res)
+	switch res.Outcome {
+	case policy.Unavailable:
+		writeProblem(w, r, problemUnavailable, nil, nil)
+		return false
+	case policy.Refuse:
+		setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
+		s.logRefusal(route, res)
+		writeProblem(w, r, problemRateLimited, rt, res)
+		return false
+	}
+	setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
+	return true
 }
 
 // wait holds the request for res.Wait (leaky-bucket shaping, nginx
@@ -216,7 +296,7 @@ func (s *Server) logRefusal(route *policy.Route, res *policy.Result) {
 	s.log.Info("request refused",
 		"route", route.Name,
 		"policy", it.Policy.Name,
-		"key", res.KeyFor(res.Binding),
+		"key", res.RedactedKeyFor(res.Binding),
 		"decision", it.Status.String(),
 		"retry_after_ms", res.RetryAfter,
 		"suppressed", suppressed)

@@ -1,12 +1,14 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/netip"
 
 	"rlproxy/internal/algo"
 	"rlproxy/internal/config"
+	"rlproxy/internal/live"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/store"
 	"rlproxy/internal/store/memory"
@@ -30,31 +32,35 @@ func newQuotaEndpoint(cfg *config.Config) *quotaEndpoint {
 	}
 }
 
-// quotaPolicy is one policy in the quota endpoint's answer (seconds, requests).
-type quotaPolicy struct {
+// QuotaPolicy is one policy in the quota endpoint's answer: Limit and
+// Remaining in requests, Reset and Window in seconds.
+type QuotaPolicy struct {
 	Name      string `json:"name"`
 	Route     string `json:"route"`
 	Limit     int64  `json:"limit"`
 	Remaining int64  `json:"remaining"`
 	Reset     int64  `json:"reset"`
 	Window    int64  `json:"window"`
+	// Client is the policy's client id for the request (a credential's is
+	// hashed); not served by the quota endpoint, shown by the admin page.
+	Client string `json:"-"`
 }
 
-// quotaAnswer is the endpoint's body: the binding policy's figures at the
-// top (as the brief's example `{"limit":100,"remaining":45,"reset":3540}`),
+// QuotaAnswer is the quota endpoint's body: the binding policy's figures at the
+// top (as docs/CONTRACT.md's example `{"limit":100,"remaining":45,"reset":3540}`),
 // then every policy.
-type quotaAnswer struct {
+type QuotaAnswer struct {
 	Limit     int64         `json:"limit"`
 	Remaining int64         `json:"remaining"`
 	Reset     int64         `json:"reset"`
-	Policies  []quotaPolicy `json:"policies"`
+	Policies  []QuotaPolicy `json:"policies"`
 }
 
 func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime, ip netip.Addr) {
 	q := rt.quota
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		writeProblem(w, r, problemMethodNotAllowed, nil, nil)
 		return
 	}
 	var d [1]algo.Decision
@@ -64,16 +70,28 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 		writeProblem(w, r, problemQuotaLimited, nil, res)
 		return
 	}
-	ans := quotaAnswer{Policies: []quotaPolicy{}}
-	seen := map[string]bool{}
-	best := -1
 	res := s.results.Get().(*policy.Result)
 	defer s.results.Put(res)
-	for _, route := range rt.Limiter.Routes() {
+	ans := rt.Quota(r.Context(), rt.Limiter.Routes(), r, ip, res)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(&ans)
+}
+
+// Quota is r's quota (from client address ip) on every policy of routes
+// that applies to it, each policy once, with the binding one's figures at
+// the top, without charging anything (Limiter.Peek): the quota endpoint's
+// answer, and the admin page's quota lookup. res is scratch. Routes whose
+// store cannot answer are left out.
+func (rt *Runtime) Quota(ctx context.Context, routes []*policy.Route, r *http.Request, ip netip.Addr, res *policy.Result) QuotaAnswer {
+	ans := QuotaAnswer{Policies: []QuotaPolicy{}}
+	seen := map[string]bool{}
+	best, bestD := -1, algo.Decision{}
+	for _, route := range routes {
 		if !route.Limited() {
 			continue
 		}
-		if err := rt.Limiter.Peek(r.Context(), route, r, ip, res); err != nil {
+		if err := rt.Limiter.Peek(ctx, route, r, ip, res); err != nil {
 			continue
 		}
 		for i := range res.Items {
@@ -82,14 +100,13 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 				continue
 			}
 			seen[it.Policy.Name] = true
-			ans.Policies = append(ans.Policies, quotaPolicy{
+			ans.Policies = append(ans.Policies, QuotaPolicy{
 				Name: it.Policy.Name, Route: route.Name, Limit: it.Policy.Quota,
-				Remaining: max(it.Decision.Remaining, 0), Reset: ceilSec(it.Decision.ResetAfter), Window: it.Policy.Window,
+				Remaining: max(it.Decision.Remaining, 0), Reset: resetSeconds(it.Decision.ResetAfter), Window: it.Policy.Window,
+				Client: live.ClientID(res.KeyFor(i)),
 			})
-			n := len(ans.Policies) - 1
-			if best < 0 || ans.Policies[n].Remaining < ans.Policies[best].Remaining ||
-				(ans.Policies[n].Remaining == ans.Policies[best].Remaining && ans.Policies[n].Reset > ans.Policies[best].Reset) {
-				best = n
+			if best < 0 || policy.Binds(it.Decision, bestD) {
+				best, bestD = len(ans.Policies)-1, it.Decision
 			}
 		}
 	}
@@ -97,7 +114,5 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 		b := ans.Policies[best]
 		ans.Limit, ans.Remaining, ans.Reset = b.Limit, b.Remaining, b.Reset
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(&ans)
+	return ans
 }

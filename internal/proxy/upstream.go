@@ -9,92 +9,119 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"rlproxy/internal/accesslog"
 	"rlproxy/internal/config"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/realip"
 	"rlproxy/internal/tlsutil"
+	upstreampkg "rlproxy/internal/upstream"
 )
 
-// NewRuntime builds the request-path view of cfg around limiter: the real-IP
-// resolver, one reverse proxy per upstream (two, in fact: limited routes
-// strip the upstream's own quota headers) and the quota endpoint.
+// NewRuntime builds the request-path view of cfg around limiter with
+// upstream servers of its own (closed by Close): for tests and tools that
+// serve one configuration. A server uses NewRuntimeOn with a Set that
+// outlives reloads.
 func NewRuntime(cfg *config.Config, limiter *policy.Limiter, m *metrics.Metrics, log *slog.Logger) (*Runtime, error) {
+	set := NewUpstreamSet(m, log)
+	rt, err := NewRuntimeOn(set, cfg, limiter, m, log)
+	if err != nil {
+		set.Close()
+		return nil, err
+	}
+	rt.ownSet = set
+	return rt, nil
+}
+
+// NewUpstreamSet returns the upstream servers' Set whose transports this
+// package builds (newTransport), for NewRuntimeOn.
+func NewUpstreamSet(m *metrics.Metrics, log *slog.Logger) *upstreampkg.Set {
+	return upstreampkg.NewSet(upstreampkg.Options{
+		NewTransport: func(u *config.Upstream, server *url.URL) (upstreampkg.Transport, error) {
+			return newTransport(u, server)
+		},
+		Metrics: m, Log: log,
+	})
+}
+
+// NewRuntimeOn builds the request-path view of cfg around limiter: the
+// real-IP resolver, the upstream pools (from set, which keeps unchanged
+// servers, their connections and health across reloads), two reverse
+// proxies per route (limited routes strip the upstream's own quota
+// headers) and the quota endpoint.
+func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limiter, m *metrics.Metrics, log *slog.Logger) (*Runtime, error) {
 	ri, err := realip.New(cfg.RealIP)
 	if err != nil {
 		return nil, fmt.Errorf("building real_ip: %w", err)
 	}
-	rt := &Runtime{Config: cfg, Limiter: limiter, realIP: ri, upstreams: map[string]*upstream{}}
-	transports := map[string]*directTransport{}
-	for name, u := range cfg.Upstreams {
-		if u.Builtin != "" {
-			continue
-		}
-		tr, err := newTransport(u)
-		if err != nil {
-			return nil, fmt.Errorf("building upstream %q: %w", name, err)
-		}
-		transports[name] = tr
-		rt.transport = append(rt.transport, tr)
+	rt := &Runtime{Config: cfg, Limiter: limiter, realIP: ri, upstreams: map[string]*upstream{}, redact: accesslog.QueryKeys(cfg)}
+	if m != nil {
+		rt.noRoute = m.Route(config.ReservedRouteName)
 	}
-	// One reverse proxy per route (sharing its upstream's transport), so
+	if cfg.QuotaEndpoint.Path != "" {
+		rt.quota = newQuotaEndpoint(cfg)
+	}
+	// Last: a Set's update retires the servers a new config dropped.
+	pools, err := set.Update(cfg)
+	if err != nil {
+		if rt.quota != nil {
+			_ = rt.quota.local.Close()
+		}
+		return nil, fmt.Errorf("building upstreams: %w", err)
+	}
+	// One reverse proxy per route (sharing its upstream's pool), so
 	// upstream errors are counted per route.
 	for _, route := range limiter.Routes() {
 		u := cfg.Upstreams[route.Upstream]
-		if u == nil {
-			// No upstream (decision-service mode, listen: ""): nothing
-			// public serves the route; Handler answers it as no route.
-			rt.upstreams[route.Name] = &upstream{plain: noUpstream{}, limited: noUpstream{}}
+		if u == nil { // a route of a decision service only (listen: ""): nothing to forward to
 			continue
 		}
+		up := &upstream{}
+		if m != nil {
+			up.traffic = m.Route(route.Name)
+		}
+		rt.upstreams[route.Name] = up
 		if u.Builtin == "echo" {
-			rt.upstreams[route.Name] = &upstream{plain: echoHandler{ri}, limited: echoHandler{ri}}
+			up.plain, up.limited = echoHandler{ri}, echoHandler{ri}
 			continue
 		}
 		var errs prometheus.Counter
 		if m != nil {
 			errs = m.UpstreamErrors(route.Name)
 		}
-		tr := transports[route.Upstream]
-		rt.upstreams[route.Name] = &upstream{
-			plain:   newReverseProxy(u, tr, ri, errs, log, false),
-			limited: newReverseProxy(u, tr, ri, errs, log, true),
-		}
-	}
-	if cfg.QuotaEndpoint.Path != "" {
-		rt.quota = newQuotaEndpoint(cfg)
+		up.pool = pools[route.Upstream]
+		up.plain = newReverseProxy(u, up.pool, ri, errs, log, false)
+		up.limited = newReverseProxy(u, up.pool, ri, errs, log, true)
 	}
 	return rt, nil
 }
 
-// Close releases the idle upstream connections of a Runtime that is no
-// longer served (those of its in-flight requests close when they end), and
-// the quota endpoint's local limiter (its sweeper).
+// Close releases what only this Runtime uses: the quota endpoint's local
+// limiter (its sweeper) and, for a Runtime of NewRuntime, its upstream
+// servers' connections and probers. (A Set shared across reloads closes
+// servers as reloads drop them.)
 func (rt *Runtime) Close() {
-	for _, tr := range rt.transport {
-		tr.Close()
+	if rt.ownSet != nil {
+		rt.ownSet.Close()
 	}
 	if rt.quota != nil {
 		_ = rt.quota.local.Close()
 	}
 }
 
-// noUpstream serves a route that has no upstream: 404 problem+json, as
-// when no route matches.
-type noUpstream struct{}
-
-func (noUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	writeProblem(w, r, problemNoRoute, nil, nil)
+// upstream is one route's handlers: limited routes use a reverse proxy
+// that strips the upstream's own quota headers (ours are already set).
+type upstream struct {
+	plain, limited http.Handler
+	pool           *upstreampkg.Pool     // nil for a builtin
+	traffic        *metrics.RouteTraffic // nil without metrics
 }
-
-// upstream is one named upstream's handlers: limited routes use a reverse
-// proxy that strips the upstream's own quota headers (ours are already set).
-type upstream struct{ plain, limited http.Handler }
 
 // dialTimeout bounds connecting to an upstream.
 const dialTimeout = 5 * time.Second
@@ -104,7 +131,7 @@ const dialTimeout = 5 * time.Second
 // many idle keep-alive connections per host (the default 2 would open a
 // connection per request under load), bounded dial and response-header
 // waits.
-func newTransport(u *config.Upstream) (*directTransport, error) {
+func newTransport(u *config.Upstream, server *url.URL) (*directTransport, error) {
 	tr := &http.Transport{
 		Proxy:                  nil, // an environment HTTP proxy is never wanted between us and the upstream
 		DialContext:            (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -120,7 +147,7 @@ func newTransport(u *config.Upstream) (*directTransport, error) {
 		// answer, costing CPU on both sides for nothing.
 		DisableCompression: true,
 	}
-	if u.URL != nil && u.URL.Scheme == "https" {
+	if server.Scheme == "https" {
 		pool, err := tlsutil.CertPool(u.CAFile)
 		if err != nil {
 			return nil, err
@@ -128,7 +155,7 @@ func newTransport(u *config.Upstream) (*directTransport, error) {
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 		tr.ForceAttemptHTTP2 = true
 	}
-	return newDirectTransport(u.URL, tr), nil
+	return newDirectTransport(server, tr), nil
 }
 
 // copyBufSize is the size of the response copy buffers (io.Copy's default).
@@ -202,7 +229,7 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 			if log != nil {
 				log.Warn("upstream error", "upstream", u.Name, "path", r.URL.Path, "err", err)
 			}
-			writeProblem(w, r, problemBadGateway, nil, nil)
+			writeProblem(w, r, upstreamProblem(err), nil, nil)
 		},
 	}
 	rp.ModifyResponse = func(resp *http.Response) error {
@@ -217,6 +244,20 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 		return nil
 	}
 	return rp
+}
+
+// upstreamProblem is the answer to a failed upstream exchange: 502
+// no-healthy-upstream when every server is out of rotation, 504 when the
+// server did not answer in time (nginx gives 504 on proxy timeouts too),
+// else 502.
+func upstreamProblem(err error) problemKind {
+	switch {
+	case errors.Is(err, upstreampkg.ErrNoHealthy):
+		return problemNoHealthy
+	case isTimeout(err):
+		return problemGatewayTimeout
+	}
+	return problemBadGateway
 }
 
 // errBodyTimeout makes ReverseProxy hand a response to ErrorHandler when

@@ -183,6 +183,11 @@ func (r *Resolver) ForwardedFor(peer netip.Addr, h http.Header) string {
 	return b.String()
 }
 
+// Trusted reports whether a is in TrustedProxies (after unmapping it and
+// dropping its zone, as every address is): whether a peer's forwarding
+// headers are believed.
+func (r *Resolver) Trusted(a netip.Addr) bool { return r.isTrusted(normalize(a)) }
+
 // isTrusted reports whether a (normalized) address is in TrustedProxies.
 func (r *Resolver) isTrusted(a netip.Addr) bool {
 	for _, p := range r.trusted {

@@ -19,14 +19,18 @@ import (
 	"net/http"
 	"os"
 	"reflect"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"rlproxy/internal/accesslog"
 	"rlproxy/internal/admin"
 	"rlproxy/internal/config"
+	"rlproxy/internal/envoyrls"
+	"rlproxy/internal/live"
 	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
@@ -37,6 +41,7 @@ import (
 	"rlproxy/internal/store/memory"
 	"rlproxy/internal/store/valkey"
 	"rlproxy/internal/tlsutil"
+	"rlproxy/internal/upstream"
 )
 
 // Options tune an App beyond its configuration file.
@@ -47,6 +52,12 @@ type Options struct {
 	Log io.Writer
 	// Debounce is the reload watcher's quiet time (0 = reload.DefaultDebounce).
 	Debounce time.Duration
+	// Now injects the time every rate-limit decision is made at (tests);
+	// nil means each store's own clock (policy.Options.Now).
+	Now func() time.Time
+	// MaxConfigBytes bounds the config file and each keys_file, in bytes
+	// (0 = config.DefaultMaxFileBytes; rlproxy -max-config-bytes).
+	MaxConfigBytes int64
 	// Overrides replace the file's listeners (flags, environment) at start
 	// and on every reload.
 	Overrides config.Overrides
@@ -64,6 +75,8 @@ type App struct {
 	srv     *proxy.Server
 	floor   *memory.Store // fallback floors while failing open
 	lease   string
+	ups     *upstream.Set // upstream servers, kept across reloads
+	access  accessLog     // log.access (accesslog.go)
 
 	reloadMu sync.Mutex // one Reload at a time (watcher, SIGHUP, callers)
 	mu       sync.Mutex // guards the fields below
@@ -75,17 +88,35 @@ type App struct {
 	cert    atomic.Pointer[tls.Certificate]
 	hs      *http.Server
 	ln      net.Listener
+	lim     *limitListener // the public listener's connection cap and write timeout
 	adm     *admin.Server
 	watcher *reload.Watcher
 	stop    context.CancelFunc
 	served  chan error
+
+	// The decision interfaces (nil when off): forward-auth and Envoy RLS.
+	fa    *http.Server
+	faLn  net.Listener
+	rls   *envoyrls.Service
+	rlsLn net.Listener
+	// live feeds the admin page (rates, top refused clients); started and
+	// reloadStatus (guarded by mu) are shown in its overview.
+	live         *live.Recorder
+	started      time.Time
+	reloadStatus reloadStatus
+	draining     atomic.Bool // shutdown begun: /readyz answers 503 (shutdown.go)
+}
+
+// loadOptions are the config loader's options of o.
+func (o Options) loadOptions() config.LoadOptions {
+	return config.LoadOptions{MaxFileBytes: o.MaxConfigBytes, Overrides: o.Overrides}
 }
 
 // New loads the configuration at path and builds everything but the
 // listeners. Errors: the file's problems (*config.Errors, one FILE:LINE:
 // field: message per line) or a store that cannot be built.
 func New(path string, opts Options) (*App, error) {
-	cfg, err := config.LoadWith(path, config.LoadOptions{Overrides: opts.Overrides})
+	cfg, err := config.LoadWith(path, opts.loadOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -102,12 +133,28 @@ func New(path string, opts Options) (*App, error) {
 	}
 	a.log = logging.New(cfg.Log, w, &a.level)
 	a.metrics = metrics.New(a.reg, opts.Version)
+	a.ups = proxy.NewUpstreamSet(a.metrics, a.log)
 	a.warn(cfg)
 	rt, err := a.build(cfg)
 	if err != nil {
+		a.ups.Close()
 		return nil, err
 	}
+	a.live = live.New(time.Now)
+	a.live.Configure(cfg)
 	a.srv = proxy.New(rt, a.metrics, a.log)
+	if cfg.EnvoyRLS.Listen != "" {
+		a.rls = envoyrls.New(a.metrics, a.log)
+		a.rls.Swap(cfg, rt.Limiter)
+	}
+	a.srv.Record(a.live)
+	a.started = time.Now()
+	a.setReloadStatus(a.started, nil)
+	a.access.out = w
+	if err := a.setAccessLog(cfg); err != nil {
+		a.ups.Close()
+		return nil, err
+	}
 	a.metrics.ConfigLoaded(time.Now())
 	return a, nil
 }
@@ -133,19 +180,20 @@ func (a *App) Config() *config.Config {
 }
 
 // Addr is the public listener's address once Start has returned, or ""
-// when there is none (listen: "").
-func (a *App) Addr() string {
-	if a.ln == nil {
+// when it is off (listen: "", a decision service only).
+func (a *App) Addr() string { return addrOf(a.ln) }
+
+// ForwardAuthAddr is the forward-auth listener's address, or "" when off.
+func (a *App) ForwardAuthAddr() string { return addrOf(a.faLn) }
+
+// EnvoyRLSAddr is the Envoy rate limit service's address, or "" when off.
+func (a *App) EnvoyRLSAddr() string { return addrOf(a.rlsLn) }
+
+func addrOf(ln net.Listener) string {
+	if ln == nil {
 		return ""
 	}
-	return a.ln.Addr().String()
-}
-
-// closeListener closes the public listener when Start fails after opening it.
-func (a *App) closeListener() {
-	if a.ln != nil {
-		a.ln.Close()
-	}
+	return ln.Addr().String()
 }
 
 // AdminAddr is the admin listener's address, or "" when disabled.
@@ -162,72 +210,59 @@ func (a *App) AdminAddr() string {
 func (a *App) Start() error {
 	cfg := a.Config()
 	a.hs = &http.Server{
-		Handler:           a.srv,
+		Handler:           a.drainAware(a.srv),
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 	}
-	// listen: "" is decision-service mode: no public listener.
-	if cfg.Listen != "" {
-		if err := a.listen(cfg); err != nil {
-			return err
-		}
+	ln, err := a.listenPublic(cfg)
+	if err != nil {
+		return err
+	}
+	a.ln = ln
+	if err := a.startDecisionListeners(cfg); err != nil {
+		a.closeListeners()
+		return err
 	}
 	if cfg.AdminListen != "" {
-		opts := []admin.Option{admin.WithLogger(a.log)}
+		opts := []admin.Option{admin.WithLogger(a.log), admin.WithPage(a.pageSource())}
 		// RLPROXY_PPROF=1 adds /debug/pprof/ to the admin listener
 		// (README.md, "Configuration reference"): opt-in, because profiles expose internals.
 		if os.Getenv("RLPROXY_PPROF") == "1" {
 			opts = append(opts, admin.WithPprof())
 		}
-		a.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil }, opts...)
+		a.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil && !a.draining.Load() }, opts...)
 		if err := a.adm.Start(); err != nil {
-			a.closeListener()
+			a.closeListeners()
 			return fmt.Errorf("starting admin listener: %w", err)
 		}
 	}
 	w, err := reload.New(reload.Options{Path: a.path, Extra: a.extraFiles, Debounce: a.opts.Debounce, Reload: a.Reload, Logger: a.log})
 	if err != nil {
-		a.closeListener()
+		a.closeListeners()
 		return err
 	}
 	a.watcher = w
 	ctx, stop := context.WithCancel(context.Background())
-	a.stop = stop
+	stopUSR1 := accesslog.OnReopenSignal(a.reopenAccessLog)
+	a.stop = func() { stop(); stopUSR1() }
 	go w.Run(ctx)
-	a.served = make(chan error, 1)
-	if a.ln != nil {
-		go func() { a.served <- a.hs.Serve(a.ln) }()
+	go a.live.Run(ctx.Done())
+	a.served = make(chan error, 3)
+	if ln != nil {
+		go func() { a.served <- a.hs.Serve(ln) }()
 	}
-	a.log.Info("rlproxy serving", "listen", a.Addr(), "admin", a.AdminAddr(), "store", cfg.Store.Type,
+	a.serveDecisionListeners()
+	a.log.Info("rlproxy serving", "listen", a.Addr(), "admin", a.AdminAddr(),
+		"forward_auth", a.ForwardAuthAddr(), "envoy_rls", a.EnvoyRLSAddr(), "store", cfg.Store.Type,
 		"routes", len(cfg.Routes), "policies", len(cfg.Policies), "version", a.opts.Version)
 	return nil
 }
 
-// listen opens the public listener, over TLS when configured.
-func (a *App) listen(cfg *config.Config) error {
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
-	}
-	if cfg.TLS != nil {
-		if err := a.loadCert(cfg.TLS); err != nil {
-			ln.Close()
-			return err
-		}
-		ln = tls.NewListener(ln, &tls.Config{
-			MinVersion:     tls.VersionTLS12,
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return a.cert.Load(), nil },
-			NextProtos:     []string{"h2", "http/1.1"},
-		})
-	}
-	a.ln = ln
-	return nil
-}
-
 // Run starts the App and serves until ctx is done (SIGTERM in
-// production), then shuts down gracefully.
+// production), then shuts down the way load balancers expect (drain,
+// shutdown.go).
 func (a *App) Run(ctx context.Context) error {
 	if err := a.Start(); err != nil {
 		return err
@@ -237,25 +272,20 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	timeout := a.Config().Server.ShutdownTimeout
-	a.log.Info("shutting down", "timeout", timeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return a.Shutdown(sctx)
+	return a.drain()
 }
 
 // Shutdown stops accepting connections and lets in-flight requests —
 // including those waiting their turn in a leaky bucket — finish before ctx
 // is done; then it closes the store.
 func (a *App) Shutdown(ctx context.Context) error {
-	if a.stop != nil {
-		a.stop()
-		_ = a.watcher.Close()
-	}
+	a.draining.Store(true)
+	a.stopWatching()
 	var err error
 	if a.hs != nil {
 		err = a.hs.Shutdown(ctx)
 	}
+	a.shutdownDecisionListeners(ctx)
 	if a.adm != nil {
 		_ = a.adm.Shutdown(ctx)
 	}
@@ -264,6 +294,10 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Unlock()
 	_ = a.floor.Close()
 	a.srv.Runtime().Close()
+	a.ups.Close()
+	if l := a.srv.SetAccessLog(nil); l != nil {
+		_ = l.Close() // after the in-flight requests: every line is written
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}
@@ -315,11 +349,11 @@ func sameStore(a, b config.Store) bool {
 }
 
 func (a *App) runtime(cfg *config.Config, st store.Store) (*proxy.Runtime, error) {
-	lim, err := policy.New(cfg, policy.Options{Store: st, Floor: a.floor, Metrics: a.metrics, LeasePrefix: a.lease})
+	lim, err := policy.New(cfg, policy.Options{Store: st, Floor: a.floor, Metrics: a.metrics, LeasePrefix: a.lease, Log: a.log, Now: a.opts.Now})
 	if err != nil {
 		return nil, err
 	}
-	return proxy.NewRuntime(cfg, lim, a.metrics, a.log)
+	return proxy.NewRuntimeOn(a.ups, cfg, lim, a.metrics, a.log)
 }
 
 // newStore builds the store cfg names. Valkey is wrapped in the local
@@ -342,26 +376,33 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 		}
 		tc = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	}
+	// One circuit per node (Cluster master), judging round trips, which
+	// the store reports: a batch of decisions that times out is one
+	// failure, and a dead master opens only its own slots' circuit.
+	b := cfg.Store.Breaker
+	var circs *guard.Circuits
+	circs = guard.NewCircuits(guard.BreakerOptions{
+		Failures: b.Failures, Cooldown: b.Cooldown,
+		FailureRatio: b.FailureRatio, Window: b.Window, MinCalls: b.MinCalls,
+	}, func(node string, open bool) {
+		a.metrics.SetStoreNodeUp(node, !open)
+		a.metrics.SetBreakerOpen(!circs.Up())
+		if open {
+			a.log.Warn("store node unreachable: circuit breaker open, its keys follow each policy's fail mode", "node", node)
+		} else {
+			a.log.Info("store node reachable again: circuit breaker closed", "node", node)
+		}
+	}, func(node string) { a.metrics.SetStoreNodeUp(node, true) })
 	vs, err := valkey.New(context.Background(), valkey.Options{
 		Addrs: v.Addrs, Username: v.Username, Password: v.Password, TLS: tc,
 		Timeout: v.Timeout, KeyPrefix: v.KeyPrefix, SentinelMaster: v.SentinelMaster,
+		OnRoundTrip: circs.Record,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("building valkey store: %w", err)
 	}
 	a.metrics.SetStoreUp(true)
-	br := guard.NewBreaker(vs, guard.BreakerOptions{
-		Failures: cfg.Store.Breaker.Failures,
-		Cooldown: cfg.Store.Breaker.Cooldown,
-		OnStateChange: func(open bool) {
-			a.metrics.SetBreakerOpen(open)
-			if open {
-				a.log.Warn("store unreachable: circuit breaker open, applying each policy's fail mode")
-			} else {
-				a.log.Info("store reachable again: circuit breaker closed")
-			}
-		},
-	})
+	br := circs.Guard(vs, vs.Node)
 	if v.DisableLocalCache { // local_cache: false
 		return br, nil, nil
 	}
@@ -380,7 +421,7 @@ func (a *App) Reload(reason string) {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
 	now := time.Now()
-	cfg, err := config.LoadWith(a.path, config.LoadOptions{Overrides: a.opts.Overrides})
+	cfg, err := config.LoadWith(a.path, a.opts.loadOptions())
 	if err != nil {
 		a.refuse(reason, now, err)
 		return
@@ -399,14 +440,16 @@ func (a *App) Reload(reason string) {
 		if cur := a.cert.Load(); cert != nil && cur != nil && !bytes.Equal(cur.Certificate[0], cert.Certificate[0]) {
 			a.cert.Store(cert)
 			a.metrics.ConfigReload(true, now)
+			a.setReloadStatus(now, nil)
 			a.log.Info("TLS certificate reloaded", "reason", reason)
 			return
 		}
 		a.log.Info("config unchanged; not reloading", "reason", reason)
 		return
 	}
-	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen || (cfg.TLS == nil) != (old.TLS == nil) || cfg.Log.Format != old.Log.Format {
-		a.log.Warn("listen, admin_listen, log.format and turning tls on or off take effect on restart only")
+	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen || (cfg.TLS == nil) != (old.TLS == nil) || cfg.Log.Format != old.Log.Format ||
+		cfg.ForwardAuth.Listen != old.ForwardAuth.Listen || cfg.EnvoyRLS.Listen != old.EnvoyRLS.Listen {
+		a.log.Warn("listen, admin_listen, forward_auth.listen, envoy_rls.listen, log.format and turning tls on or off take effect on restart only")
 	}
 	rt, err := a.build(cfg)
 	if err != nil {
@@ -416,10 +459,21 @@ func (a *App) Reload(reason string) {
 	if cert != nil {
 		a.cert.Store(cert) // only with the config it belongs to
 	}
+	a.live.Configure(cfg)
 	prev := a.srv.Swap(rt)
+	if a.rls != nil {
+		a.rls.Swap(cfg, rt.Limiter)
+	}
+	if err := a.setAccessLog(cfg); err != nil {
+		a.log.Error("log.access not changed", "err", err.Error())
+	}
+	if a.lim != nil {
+		a.lim.set(cfg.Server)
+	}
 	a.level.Set(cfg.Log.Level)
 	a.warn(cfg)
 	a.metrics.ConfigReload(true, now)
+	a.setReloadStatus(now, nil)
 	a.log.Info("config reloaded", "reason", reason, "routes", len(cfg.Routes), "policies", len(cfg.Policies))
 	time.AfterFunc(cfg.Server.ShutdownTimeout, prev.Close)
 }
@@ -431,9 +485,26 @@ func (a *App) warn(cfg *config.Config) {
 	}
 }
 
+// maxLoggedProblems bounds the problems a refused reload logs (one line
+// under 64 KiB); `rlproxy validate` prints them all.
+const maxLoggedProblems = 100
+
+// refuse logs and counts a refused reload, then returns the memory the
+// failed load took to the OS: a big file's YAML tree and problem list must
+// not stay in the process's footprint until the next GC cycles.
 func (a *App) refuse(reason string, now time.Time, err error) {
 	a.metrics.ConfigReload(false, now)
-	a.log.Error("config reload refused; keeping the running configuration", "reason", reason, "err", err.Error())
+	var ce *config.Errors
+	msg := ""
+	if errors.As(err, &ce) {
+		msg = ce.Summary(maxLoggedProblems)
+	} else {
+		msg = err.Error()
+	}
+	// The admin page keeps the bounded summary, not a huge file's problems.
+	a.setReloadStatus(now, errors.New(msg))
+	a.log.Error("config reload refused; keeping the running configuration", "reason", reason, "err", msg)
+	debug.FreeOSMemory()
 }
 
 // extraFiles are the files besides the config whose change is a reload:

@@ -157,6 +157,9 @@ func TestConfigsRender(t *testing.T) {
 			if s.valkey {
 				repl[defaultValkey] = "127.0.0.1:3"
 			}
+			if s.admin {
+				repl[defaultAdmin] = "127.0.0.1:4"
+			}
 			path, err := renderConfig(dir, s.conf, out, repl)
 			if err != nil {
 				t.Errorf("%s: %v", s.id, err)

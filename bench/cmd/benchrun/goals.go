@@ -18,7 +18,8 @@ type goal struct {
 
 // issueGoals are issue 7's pass marks ("What it must show", 1; the
 // half-load mark for both stores), plus the 10k-client pair, reported
-// without a mark.
+// without a mark, and issue 15's: the access log costs at most 10 % of
+// req/s, a one-server pool no more than 5 % against `url`.
 func issueGoals() []goal {
 	return []goal{
 		{num: "rlproxy_memory", den: "minproxy", atLeast: 0.95},
@@ -28,7 +29,22 @@ func issueGoals() []goal {
 		{num: "rlproxy_valkey_keys", den: "rlproxy_memory_keys"},
 		{num: "rlproxy_memory", den: baselineID, halfP99: true, atMost: 2},
 		{num: "rlproxy_valkey", den: baselineID, halfP99: true, atMost: 2},
+		{num: "rlproxy_accesslog", den: "rlproxy", atLeast: 0.90},
+		{num: "rlproxy_pool1", den: "rlproxy", atLeast: 0.95},
 	}
+}
+
+// abGoals are the A/B marks of a run with a base build: each rlproxy row's
+// req/s ÷ its base twin's, which must stay within 5 % (no measurable
+// regression, as the issues that touch the request path ask).
+func abGoals(results []*targetResult) []goal {
+	var out []goal
+	for _, r := range results {
+		if id, ok := strings.CutSuffix(r.ID, baseSuffix); ok {
+			out = append(out, goal{num: id, den: r.ID, atLeast: 0.95})
+		}
+	}
+	return out
 }
 
 // goalResult is a goal's outcome in one run (latest.json "goals").

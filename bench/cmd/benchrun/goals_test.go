@@ -51,6 +51,8 @@ func TestGoals(t *testing.T) {
 		// half load: medians 150 and 200 µs added
 		{"rlproxy_memory", baselineID, 0.75, []float64{1.5, 0.75, 700.0 / 300}, "met", ""},
 		{"rlproxy_valkey", baselineID, 0, nil, "", "not measured"},
+		{"rlproxy_accesslog", "rlproxy", 0, nil, "", "not measured"},
+		{"rlproxy_pool1", "rlproxy", 0, nil, "", "not measured"},
 	}
 	if len(got) != len(wants) {
 		t.Fatalf("%d goals, want %d: %+v", len(got), len(wants), got)
@@ -95,5 +97,39 @@ func TestGoalsNoDivisor(t *testing.T) {
 	g := evalGoals(results, []goal{{num: "rlproxy_memory", den: baselineID, halfP99: true, atMost: 2}})[0]
 	if g.Met != nil || g.Ratio != 0 || g.PerRound != nil || g.Note != "no ratio: the divisor's median is -10" {
 		t.Fatalf("got %+v, want no ratio, no verdict", g)
+	}
+}
+
+// TestABGoals: a run with base twins gets one mark per pair, row ÷ twin,
+// at least 0.95; rows without a twin get none.
+func TestABGoals(t *testing.T) {
+	results := []*targetResult{
+		{ID: "rlproxy_memory", Full: runs([]float64{96, 100, 98})},
+		{ID: "rlproxy_memory@base", Full: runs([]float64{100, 100, 100})},
+		{ID: "minproxy", Full: runs([]float64{100})},
+	}
+	for _, r := range results {
+		r.FullMedian = medianSample(r.Full)
+	}
+	gs := abGoals(results)
+	if len(gs) != 1 || gs[0] != (goal{num: "rlproxy_memory", den: "rlproxy_memory@base", atLeast: 0.95}) {
+		t.Fatalf("abGoals = %+v", gs)
+	}
+	got := evalGoals(results, gs)
+	if got[0].Ratio != 0.98 || got[0].Met == nil || !*got[0].Met {
+		t.Fatalf("A/B mark = %+v, want ratio 0.98, met", got[0])
+	}
+}
+
+// TestBaseTwins: with a base build every rlproxy row is followed by its
+// twin; other rows get none, and without a base nothing changes.
+func TestBaseTwins(t *testing.T) {
+	specs := []targetSpec{{id: "minproxy", kind: "minproxy"}, {id: "rlproxy_memory", name: "m", kind: "rlproxy"}}
+	if got := withBaseTwins(specs, false); len(got) != 2 {
+		t.Fatalf("no base: %d specs", len(got))
+	}
+	got := withBaseTwins(specs, true)
+	if len(got) != 3 || got[2].id != "rlproxy_memory@base" || got[2].name != "m (base)" {
+		t.Fatalf("twins = %+v", got)
 	}
 }

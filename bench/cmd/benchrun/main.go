@@ -47,6 +47,7 @@ type options struct {
 	mode                  string
 	binDir, configDir     string
 	rlproxyBin, outDir    string
+	baseBin               string
 	runDir, wrkScript     string
 	proxyCPUs, loadCPUs   string
 	wrkArgs, halfArgs     string
@@ -67,6 +68,7 @@ func parseFlags() options {
 	flag.StringVar(&o.binDir, "bin", "bench/.bin", "directory holding the built upstream and minproxy")
 	flag.StringVar(&o.configDir, "configs", "bench/configs", "directory of the target configs")
 	flag.StringVar(&o.rlproxyBin, "rlproxy", "bench/.bin/rlproxy", "rlproxy binary; missing = rlproxy rows \"not built\"")
+	flag.StringVar(&o.baseBin, "rlproxy-base", "", "rlproxy binary of the A/B base build (BENCH_BASE); every rlproxy row gets a twin on it")
 	flag.StringVar(&o.outDir, "out", "bench/results", "where latest.{md,json,svg} / attack.{md,json} go")
 	flag.StringVar(&o.runDir, "run-dir", "", "scratch directory for configs, logs and pgids (default: a new temp dir, removed at exit)")
 	flag.StringVar(&o.wrkScript, "wrk-script", "bench/wrk/report.lua", "wrk Lua script printing the BENCHJSON line")
@@ -115,7 +117,7 @@ func run() error {
 	}
 	sup := &supervisor{runDir: o.runDir}
 	defer sup.stop()
-	l := &lab{sup: sup, configDir: o.configDir, binDir: o.binDir, rlproxyBin: o.rlproxyBin, proxyCPUs: o.proxyCPUs, loadCPUs: o.loadCPUs}
+	l := &lab{sup: sup, configDir: o.configDir, binDir: o.binDir, rlproxyBin: o.rlproxyBin, baseBin: o.baseBin, proxyCPUs: o.proxyCPUs, loadCPUs: o.loadCPUs}
 	progress := func(s string) { fmt.Fprintln(os.Stderr, s) }
 
 	switch o.mode {
@@ -144,14 +146,14 @@ func selected(ids, id string) bool {
 func startTargets(ctx context.Context, l *lab, specs []targetSpec, only, upstreamAddr string, progress func(string)) []*target {
 	var targets []*target
 	for _, s := range specs {
-		if !selected(only, s.id) {
+		if !selected(only, strings.TrimSuffix(s.id, baseSuffix)) || (only == "" && s.optIn) { // a twin follows its row
 			continue
 		}
-		t := &target{ID: s.id, Name: s.name, Keys: s.keys}
+		t := &target{ID: s.id, Name: s.name, Keys: s.keys, PollPage: s.pollPage}
 		if s.kind == "direct" {
 			t.Status, t.URL = "ok", "http://"+upstreamAddr+"/"
 		} else {
-			l.startProxy(ctx, t, s.kind, s.conf, upstreamAddr, s.valkey)
+			l.startProxy(ctx, t, s.kind, s.conf, upstreamAddr, s.valkey, s.admin)
 		}
 		progress(fmt.Sprintf("%-32s %s", t.Name, t.Status))
 		targets = append(targets, t)
@@ -184,7 +186,7 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 	if err != nil {
 		return fmt.Errorf("starting upstream: %w", err)
 	}
-	targets := startTargets(ctx, l, throughputTargets(), o.targets, upAddr, progress)
+	targets := startTargets(ctx, l, withBaseTwins(throughputTargets(), o.baseBin != ""), o.targets, upAddr, progress)
 	hz, ncpu := clockTicks(), machineCPUs()
 	b := &bench{wrk: wrkRunner{cpus: o.loadCPUs, script: o.wrkScript}, upstream: up, hz: hz, ncpu: ncpu,
 		quiet: quietGate{maxPct: o.quietPct, maxWait: o.quietWait, hz: hz, ncpu: ncpu, progress: progress}}
@@ -197,7 +199,7 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 		"upstream":  "bench/upstream (Go), 13-byte body",
 		"quiet_pct": strconv.FormatFloat(o.quietPct, 'f', -1, 64), "quiet_wait": o.quietWait.String(),
 		"max_bg_pct": strconv.FormatFloat(o.maxBgPct, 'f', -1, 64),
-	}), Targets: results, Goals: evalGoals(results, issueGoals())}
+	}), Targets: results, Goals: evalGoals(results, append(issueGoals(), abGoals(results)...))}
 	md, err := writeThroughput(o.outDir, "latest", rep, plan)
 	if err != nil {
 		return err
@@ -271,7 +273,7 @@ func redraw(path string) error {
 		return fmt.Errorf("reading report %s: meta.settings.wrk / half_wrk: %w", path, err)
 	}
 	summarize(rep.Targets)
-	rep.Goals = evalGoals(rep.Targets, issueGoals())
+	rep.Goals = evalGoals(rep.Targets, append(issueGoals(), abGoals(rep.Targets)...))
 	base := filepath.Base(path)
 	_, err = writeThroughput(filepath.Dir(path), strings.TrimSuffix(base, filepath.Ext(base)), rep, plan)
 	return err

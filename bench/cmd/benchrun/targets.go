@@ -26,8 +26,11 @@ type lab struct {
 	configDir  string // bench/configs
 	binDir     string // where run.sh built upstream, minproxy, rlproxy
 	rlproxyBin string // "" or missing file: rlproxy rows are "not built"
-	proxyCPUs  string // taskset list for the proxy under test
-	loadCPUs   string // taskset list for wrk, the upstream, Valkey, the load generator
+	// baseBin is the rlproxy built from BENCH_BASE, "" when the run has no
+	// A/B pairs.
+	baseBin   string
+	proxyCPUs string // taskset list for the proxy under test
+	loadCPUs  string // taskset list for wrk, the upstream, Valkey, the load generator
 }
 
 // target is one row of the benchmark: something wrk sends requests to.
@@ -39,6 +42,10 @@ type target struct {
 	Status string
 	URL    string
 	Keys   int // X-API-Key values wrk sends in turn (targetSpec.keys); 0 = none
+	// AdminURL is the admin listener ("" when off); PollPage makes every
+	// measured run poll its page (targetSpec.pollPage).
+	AdminURL string
+	PollPage bool
 	// proxy is the proxy under test (nil for direct); store is the Valkey
 	// server of a valkey-backed target (nil otherwise).
 	proxy     *proc
@@ -126,26 +133,34 @@ func (l *lab) startValkey(ctx context.Context, id string) (*proc, string, error)
 	return p, addr, nil
 }
 
+// binFor is the rlproxy binary of t: the base build for an A/B twin.
+func (l *lab) binFor(t *target) string {
+	if strings.HasSuffix(t.ID, baseSuffix) {
+		return l.baseBin
+	}
+	return l.rlproxyBin
+}
+
 // startProxy fills t by starting a proxy of the given kind ("nginx",
 // "caddy", "minproxy", "rlproxy") with config file conf (ignored by
 // minproxy) in front of upstream. withValkey also starts a redis-server for
 // the config's store. A failure is recorded in t.Status, never returned:
 // the benchmark goes on without that row.
-func (l *lab) startProxy(ctx context.Context, t *target, kind, conf, upstream string, withValkey bool) {
+func (l *lab) startProxy(ctx context.Context, t *target, kind, conf, upstream string, withValkey, withAdmin bool) {
 	if kind == "rlproxy" {
-		if _, err := os.Stat(l.rlproxyBin); l.rlproxyBin == "" || err != nil {
+		if _, err := os.Stat(l.binFor(t)); l.binFor(t) == "" || err != nil {
 			t.Status = "not built"
 			return
 		}
 	}
-	if err := l.tryStartProxy(ctx, t, kind, conf, upstream, withValkey); err != nil {
+	if err := l.tryStartProxy(ctx, t, kind, conf, upstream, withValkey, withAdmin); err != nil {
 		t.Status = "failed to start: " + err.Error()
 		return
 	}
 	t.Status = "ok"
 }
 
-func (l *lab) tryStartProxy(ctx context.Context, t *target, kind, conf, upstream string, withValkey bool) error {
+func (l *lab) tryStartProxy(ctx context.Context, t *target, kind, conf, upstream string, withValkey, withAdmin bool) error {
 	listen, err := netutil.PickFreeAddr()
 	if err != nil {
 		return err
@@ -162,6 +177,14 @@ func (l *lab) tryStartProxy(ctx context.Context, t *target, kind, conf, upstream
 		}
 		repl[defaultValkey] = t.storeAddr
 	}
+	if withAdmin {
+		admin, err := netutil.PickFreeAddr()
+		if err != nil {
+			return err
+		}
+		repl[defaultAdmin] = admin
+		t.AdminURL = "http://" + admin
+	}
 	var argv, env []string
 	if kind == "minproxy" {
 		argv = []string{filepath.Join(l.binDir, "minproxy"), "-listen", listen, "-upstream", "http://" + upstream}
@@ -177,7 +200,7 @@ func (l *lab) tryStartProxy(ctx context.Context, t *target, kind, conf, upstream
 			argv = []string{"caddy", "run", "--adapter", "caddyfile", "--config", path}
 			env = []string{"HOME=" + dir, "XDG_DATA_HOME=" + dir, "XDG_CONFIG_HOME=" + dir}
 		case "rlproxy":
-			argv = []string{l.rlproxyBin, "-config", path}
+			argv = []string{l.binFor(t), "-config", path}
 		default:
 			return fmt.Errorf("unknown proxy kind %q", kind)
 		}

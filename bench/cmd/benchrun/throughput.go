@@ -41,6 +41,33 @@ type targetSpec struct {
 	// values in turn (report.lua, BENCH_KEYS): that many clients instead of
 	// one, for policies keyed by that header.
 	keys int
+	// admin: the config has admin_listen defaultAdmin (rendered to a free
+	// port); pollPage: its admin page is polled during every measured run.
+	// optIn rows run only when named in -targets (the admin page A/B).
+	admin, pollPage, optIn bool
+}
+
+// baseSuffix ends the id of a target's A/B twin ("rlproxy_memory@base"),
+// which runs the rlproxy built from BENCH_BASE (-rlproxy-base).
+const baseSuffix = "@base"
+
+// withBaseTwins returns specs with, after each rlproxy row, its twin on the
+// base binary, so every round measures both builds back to back
+// (interleaved A/B); specs is returned as it is when there is no base.
+func withBaseTwins(specs []targetSpec, haveBase bool) []targetSpec {
+	if !haveBase {
+		return specs
+	}
+	out := make([]targetSpec, 0, 2*len(specs))
+	for _, s := range specs {
+		out = append(out, s)
+		if s.kind == "rlproxy" {
+			twin := s
+			twin.id, twin.name = s.id+baseSuffix, s.name+" (base)"
+			out = append(out, twin)
+		}
+	}
+	return out
 }
 
 // benchKeys is how many clients the "distinct clients" rows simulate:
@@ -56,10 +83,14 @@ func throughputTargets() []targetSpec {
 		{id: "caddy", name: "Caddy reverse_proxy", kind: "caddy", conf: "Caddyfile"},
 		{id: "minproxy", name: "minproxy (Go floor)", kind: "minproxy"},
 		{id: "rlproxy", name: "rlproxy, no policy", kind: "rlproxy", conf: "rlproxy-nopolicy.yaml"},
+		{id: "rlproxy_accesslog", name: "rlproxy, no policy, access log on", kind: "rlproxy", conf: "rlproxy-accesslog.yaml"},
+		{id: "rlproxy_pool1", name: "rlproxy, no policy, one-server pool (urls)", kind: "rlproxy", conf: "rlproxy-pool1.yaml"},
 		{id: "rlproxy_memory", name: "rlproxy, token bucket, memory", kind: "rlproxy", conf: "rlproxy-memory.yaml"},
 		{id: "rlproxy_valkey", name: "rlproxy, token bucket, Valkey", kind: "rlproxy", conf: "rlproxy-valkey.yaml", valkey: true},
 		{id: "rlproxy_memory_keys", name: "rlproxy, memory, 10k clients", kind: "rlproxy", conf: "rlproxy-memory-keys.yaml", keys: benchKeys},
 		{id: "rlproxy_valkey_keys", name: "rlproxy, Valkey, 10k clients", kind: "rlproxy", conf: "rlproxy-valkey-keys.yaml", valkey: true, keys: benchKeys},
+		{id: "rlproxy_memory_admin", name: "rlproxy, memory, admin page closed", kind: "rlproxy", conf: "rlproxy-memory-admin.yaml", admin: true, optIn: true},
+		{id: "rlproxy_memory_page", name: "rlproxy, memory, admin page polled", kind: "rlproxy", conf: "rlproxy-memory-admin.yaml", admin: true, pollPage: true, optIn: true},
 	}
 }
 
@@ -83,6 +114,10 @@ type sample struct {
 	BackgroundCPUPct float64 `json:"background_cpu_pct"`
 	// AddedP99us is P99us minus direct's P99us in the same round (half-load pass).
 	AddedP99us *float64 `json:"added_p99_us,omitempty"`
+	// PagePolls and PagePollErrors count the admin page requests answered
+	// 200 and not, during the run (rows that poll the page only).
+	PagePolls      int `json:"page_polls,omitempty"`
+	PagePollErrors int `json:"page_poll_errors,omitempty"`
 }
 
 // targetResult is one row of the report.
@@ -151,7 +186,11 @@ func (b *bench) measure(ctx context.Context, t *target, args []string, d time.Du
 		return sample{}, err
 	}
 	wall := time.Now()
-	rep, err := b.wrk.run(ctx, args, d, delayMs, t.Keys, t.URL)
+	var rep wrkReport
+	polls, pollErrs, err := withPagePoll(ctx, t, func() (err error) {
+		rep, err = b.wrk.run(ctx, args, d, delayMs, t.Keys, t.URL)
+		return err
+	})
 	if err != nil {
 		return sample{}, err
 	}
@@ -164,6 +203,7 @@ func (b *bench) measure(ctx context.Context, t *target, args []string, d time.Du
 		RPS: rep.rps(), Requests: rep.Requests,
 		P50us: rep.P50us, P90us: rep.P90us, P99us: rep.P99us,
 		Non2xx: rep.ErrStatus, SocketErrors: rep.socketErrors(),
+		PagePolls: polls, PagePollErrors: pollErrs,
 	}
 	perReq := func(ticks int64) *float64 {
 		if rep.Requests == 0 {
@@ -225,8 +265,12 @@ func (b *bench) runThroughput(ctx context.Context, plan throughputPlan, targets 
 					r.Status = "failed: " + err.Error()
 					continue
 				}
-				progress(fmt.Sprintf("%s round %d/%d  %-32s %9.0f req/s  p50 %6.0f µs  p99 %6.0f µs",
-					label, rep+1, plan.reps, t.Name, s.RPS, s.P50us, s.P99us))
+				polled := ""
+				if t.PollPage {
+					polled = fmt.Sprintf("  (admin page: %d polls, %d failed)", s.PagePolls, s.PagePollErrors)
+				}
+				progress(fmt.Sprintf("%s round %d/%d  %-32s %9.0f req/s  p50 %6.0f µs  p99 %6.0f µs%s",
+					label, rep+1, plan.reps, t.Name, s.RPS, s.P50us, s.P99us, polled))
 				if half {
 					if t.ID == directID {
 						directP99 = s.P99us

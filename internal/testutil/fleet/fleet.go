@@ -87,6 +87,20 @@ var servingRE = regexp.MustCompile(`msg="rlproxy serving" listen=(\S+) admin=(\S
 // test failed.
 func Start(t testing.TB, n int, yaml string) *Fleet {
 	t.Helper()
+	return StartWith(t, n, yaml, Options{})
+}
+
+// Options tune StartWith.
+type Options struct {
+	// NoFile, when > 0, runs each process with this open-file limit (soft
+	// and hard, through util-linux prlimit), e.g. to see what rlproxy does
+	// when descriptors run short.
+	NoFile int
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, n int, yaml string, opts Options) *Fleet {
+	t.Helper()
 	bin := Binary(t)
 	f := &Fleet{}
 	for i := range n {
@@ -98,6 +112,10 @@ func Start(t testing.TB, n int, yaml string) *Fleet {
 		}
 		p := &Proc{ConfigPath: path, done: make(chan struct{})}
 		p.cmd = exec.Command(bin, "-config", path)
+		if opts.NoFile > 0 {
+			// prlimit execs the command: the pid and signals are rlproxy's.
+			p.cmd = exec.Command("prlimit", fmt.Sprintf("--nofile=%d:%d", opts.NoFile, opts.NoFile), "--", bin, "-config", path)
+		}
 		stderr, err := p.cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -196,6 +214,16 @@ func (p *Proc) Exited() (bool, int) {
 		return false, 0
 	}
 }
+
+// Signal sends sig to the process (SIGHUP: a reload; SIGTERM: a graceful
+// stop, without waiting for it as Stop does).
+func (p *Proc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Pid is the process id (for readings under /proc).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
 
 // Log returns the process's stderr so far.
 func (p *Proc) Log() string {

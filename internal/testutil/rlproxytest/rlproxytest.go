@@ -45,6 +45,22 @@ func Start(t testing.TB, yaml string) *Instance {
 // use.
 func StartWithLog(t testing.TB, yaml string, w io.Writer) *Instance {
 	t.Helper()
+	return StartOpts(t, yaml, Opts{Log: w})
+}
+
+// Opts are StartOpts' options.
+type Opts struct {
+	// Log, when not nil, also receives the process log; it must be safe
+	// for concurrent use.
+	Log io.Writer
+	// Now, when not nil, is the time every rate-limit decision is made at
+	// (server.Options.Now): a test advances it instead of sleeping.
+	Now func() time.Time
+}
+
+// StartOpts is Start with opts.
+func StartOpts(t testing.TB, yaml string, opts Opts) *Instance {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rlproxy.yaml")
 	if !strings.Contains(yaml, "listen:") {
@@ -56,7 +72,7 @@ func StartWithLog(t testing.TB, yaml string, w io.Writer) *Instance {
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return StartFileWithLog(t, path, w)
+	return startFile(t, path, opts)
 }
 
 // StartFile runs rlproxy on an existing config file (its listen addresses
@@ -70,11 +86,16 @@ func StartFile(t testing.TB, path string) *Instance {
 // (when not nil); w must be safe for concurrent use.
 func StartFileWithLog(t testing.TB, path string, w io.Writer) *Instance {
 	t.Helper()
+	return startFile(t, path, Opts{Log: w})
+}
+
+func startFile(t testing.TB, path string, opts Opts) *Instance {
+	t.Helper()
 	var log io.Writer = &testLog{t: t}
-	if w != nil {
-		log = io.MultiWriter(log, w)
+	if opts.Log != nil {
+		log = io.MultiWriter(log, opts.Log)
 	}
-	app, err := server.New(path, server.Options{Version: "test", Log: log, Debounce: 50 * time.Millisecond})
+	app, err := server.New(path, server.Options{Version: "test", Log: log, Debounce: 50 * time.Millisecond, Now: opts.Now})
 	if err != nil {
 		t.Fatalf("starting rlproxy: %v", err)
 	}

@@ -1,0 +1,314 @@
+package deploy_test
+
+// The Kubernetes kit: the kustomize base, its overlay and component, and the
+// Helm chart rendered with default and non-default values. Every object
+// decodes strictly (an unknown field fails) into the Go types the API server
+// itself uses (k8s.io/api, prometheus-operator's for the ServiceMonitor), and
+// carries what the README promises: probes on the admin port, a non-root
+// read-only container, the config mounted as a directory so edits reload,
+// a grace period longer than the shutdown sequence.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"rlproxy/internal/config"
+)
+
+// objects is one rendering: every object decoded into its API type.
+type objects struct {
+	deployments     []*appsv1.Deployment
+	services        []*corev1.Service
+	configMaps      []*corev1.ConfigMap
+	secrets         []*corev1.Secret
+	pdbs            []*policyv1.PodDisruptionBudget
+	serviceMonitors []*monitoringv1.ServiceMonitor
+}
+
+// decodeAll splits a multi-document YAML stream and decodes each document
+// strictly by its kind; an unknown kind or field fails the test.
+func decodeAll(t *testing.T, name string, stream []byte) *objects {
+	t.Helper()
+	var o objects
+	for i, doc := range bytes.Split(stream, []byte("\n---")) {
+		if len(bytes.TrimSpace(doc)) == 0 || isComments(doc) {
+			continue
+		}
+		js, err := sigsyaml.YAMLToJSON(doc)
+		if err != nil {
+			t.Fatalf("%s: document %d: %v", name, i, err)
+		}
+		var meta struct{ Kind string }
+		if err := json.Unmarshal(js, &meta); err != nil {
+			t.Fatalf("%s: document %d: %v", name, i, err)
+		}
+		var dst any
+		switch meta.Kind {
+		case "Deployment":
+			d := new(appsv1.Deployment)
+			o.deployments, dst = append(o.deployments, d), d
+		case "Service":
+			s := new(corev1.Service)
+			o.services, dst = append(o.services, s), s
+		case "ConfigMap":
+			c := new(corev1.ConfigMap)
+			o.configMaps, dst = append(o.configMaps, c), c
+		case "Secret":
+			s := new(corev1.Secret)
+			o.secrets, dst = append(o.secrets, s), s
+		case "PodDisruptionBudget":
+			p := new(policyv1.PodDisruptionBudget)
+			o.pdbs, dst = append(o.pdbs, p), p
+		case "ServiceMonitor":
+			s := new(monitoringv1.ServiceMonitor)
+			o.serviceMonitors, dst = append(o.serviceMonitors, s), s
+		default:
+			t.Fatalf("%s: document %d: unexpected kind %q", name, i, meta.Kind)
+		}
+		dec := json.NewDecoder(bytes.NewReader(js))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(dst); err != nil {
+			t.Fatalf("%s: %s (document %d): %v", name, meta.Kind, i, err)
+		}
+	}
+	return &o
+}
+
+func isComments(doc []byte) bool {
+	for _, l := range strings.Split(string(doc), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			return false
+		}
+	}
+	return true
+}
+
+func kustomize(t *testing.T, dir string) []byte {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	out, err := m.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestKustomize builds the base and the demo overlay (with the
+// ServiceMonitor component) and checks every object.
+func TestKustomize(t *testing.T) {
+	base := decodeAll(t, "base", kustomize(t, "kubernetes/base"))
+	if len(base.deployments) != 1 || len(base.services) != 1 || len(base.configMaps) != 1 || len(base.pdbs) != 1 || len(base.serviceMonitors) != 0 {
+		t.Fatalf("base: %d deployments, %d services, %d configmaps, %d pdbs, %d servicemonitors; want 1 1 1 1 0",
+			len(base.deployments), len(base.services), len(base.configMaps), len(base.pdbs), len(base.serviceMonitors))
+	}
+	checkRlproxy(t, "base", base, base.deployments[0], 2)
+	demo := decodeAll(t, "demo", kustomize(t, "kubernetes/overlays/demo"))
+	if len(demo.deployments) != 2 || len(demo.secrets) != 1 || len(demo.serviceMonitors) != 1 {
+		t.Fatalf("demo: %d deployments (rlproxy + valkey), %d secrets, %d servicemonitors; want 2 1 1", len(demo.deployments), len(demo.secrets), len(demo.serviceMonitors))
+	}
+	checkRlproxy(t, "demo", demo, demo.deployments[0], 2)
+	checkSecretKeys(t, demo.secrets[0], demo.deployments[0])
+}
+
+// TestHelmChart renders the chart with its defaults and with non-default
+// values, and runs helm's own linter on it (helm lint, strict: warnings
+// fail too).
+func TestHelmChart(t *testing.T) {
+	const dir = "helm/rlproxy"
+	chart, err := loader.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		values   map[string]any
+		replicas int32
+		monitors int
+	}{
+		{"defaults", nil, 2, 0},
+		{"custom", map[string]any{
+			"replicaCount":   3,
+			"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+			"extraEnv":       []any{map[string]any{"name": "GOMAXPROCS", "value": "2"}},
+			"image":          map[string]any{"tag": "0.3.1"},
+		}, 3, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			vals, err := chartutil.ToRenderValues(chart, c.values, chartutil.ReleaseOptions{Name: "edge", Namespace: "default", IsInstall: true}, chartutil.DefaultCapabilities)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files, err := engine.Render(chart, vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stream bytes.Buffer
+			names := make([]string, 0, len(files))
+			for n := range files {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			for _, n := range names {
+				if strings.HasSuffix(n, ".yaml") {
+					fmt.Fprintf(&stream, "\n---\n%s", files[n])
+				}
+			}
+			o := decodeAll(t, c.name, stream.Bytes())
+			if len(o.deployments) != 1 || len(o.serviceMonitors) != c.monitors {
+				t.Fatalf("%d deployments, %d servicemonitors; want 1, %d", len(o.deployments), len(o.serviceMonitors), c.monitors)
+			}
+			checkRlproxy(t, c.name, o, o.deployments[0], c.replicas)
+			if c.name == "custom" {
+				ct := o.deployments[0].Spec.Template.Spec.Containers[0]
+				if ct.Image != "ghcr.io/rlproxy/rlproxy:0.3.1" || !slices.ContainsFunc(ct.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMAXPROCS" && e.Value == "2" }) {
+					t.Errorf("custom values not applied: image %q env %+v", ct.Image, ct.Env)
+				}
+				if o.serviceMonitors[0].Labels["release"] != "prom" {
+					t.Errorf("servicemonitor labels %v", o.serviceMonitors[0].Labels)
+				}
+			}
+		})
+	}
+	res := lint.All(dir, nil, "default", false)
+	for _, m := range res.Messages {
+		if m.Severity >= support.WarningSev {
+			t.Errorf("helm lint: %s", m)
+		}
+	}
+}
+
+// checkRlproxy asserts what every rendering of the rlproxy Deployment must
+// hold, and that its ConfigMap's configuration loads.
+func checkRlproxy(t *testing.T, name string, o *objects, d *appsv1.Deployment, replicas int32) {
+	t.Helper()
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
+		t.Errorf("%s: replicas %v, want %d", name, d.Spec.Replicas, replicas)
+	}
+	if d.Spec.Selector == nil || len(d.Spec.Selector.MatchLabels) == 0 {
+		t.Fatalf("%s: deployment has no selector", name)
+	}
+	for k, v := range d.Spec.Selector.MatchLabels {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("%s: selector %s=%s does not select the pod template (%v)", name, k, v, d.Spec.Template.Labels)
+		}
+	}
+	ps := d.Spec.Template.Spec
+	if len(ps.Containers) != 1 {
+		t.Fatalf("%s: %d containers", name, len(ps.Containers))
+	}
+	c := ps.Containers[0]
+	for what, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		want := map[string]string{"readiness": "/readyz", "liveness": "/healthz"}[what]
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want || p.HTTPGet.Port.String() != "admin" {
+			t.Errorf("%s: %s probe %+v, want GET %s on port admin", name, what, p, want)
+		}
+	}
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "admin" && p.ContainerPort == 9090 }) {
+		t.Errorf("%s: no admin port 9090: %+v", name, c.Ports)
+	}
+	sc, psc := c.SecurityContext, ps.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+		t.Errorf("%s: want non-root, read-only root fs, no privilege escalation: %+v %+v", name, psc, sc)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+		t.Errorf("%s: resource requests missing: %+v", name, c.Resources)
+	}
+	var mount *corev1.VolumeMount
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].MountPath == "/etc/rlproxy" {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if mount == nil || mount.SubPath != "" {
+		t.Fatalf("%s: the config must be mounted as the directory /etc/rlproxy (no subPath, or edits never reach the pod): %+v", name, c.VolumeMounts)
+	}
+	cm := configMapOf(t, name, o, ps, mount.Name)
+	cfg := loadConfig(t, name, cm.Data["rlproxy.yaml"], c.Env)
+	grace := time.Duration(*ps.TerminationGracePeriodSeconds) * time.Second
+	if need := shutdownDelay(cfg) + cfg.Server.ShutdownTimeout; grace <= need {
+		t.Errorf("%s: terminationGracePeriodSeconds %v, want more than shutdown_delay + shutdown_timeout = %v", name, grace, need)
+	}
+	if len(o.pdbs) != 1 || o.pdbs[0].Spec.MinAvailable == nil || o.pdbs[0].Spec.MinAvailable.IntValue() < 1 {
+		t.Errorf("%s: want one PodDisruptionBudget keeping a pod: %+v", name, o.pdbs)
+	}
+}
+
+func configMapOf(t *testing.T, name string, o *objects, ps corev1.PodSpec, volume string) *corev1.ConfigMap {
+	t.Helper()
+	for _, v := range ps.Volumes {
+		if v.Name == volume && v.ConfigMap != nil {
+			for _, cm := range o.configMaps {
+				if cm.Name == v.ConfigMap.Name {
+					return cm
+				}
+			}
+			t.Fatalf("%s: volume %s names ConfigMap %q, which the rendering lacks", name, volume, v.ConfigMap.Name)
+		}
+	}
+	t.Fatalf("%s: no ConfigMap volume %q", name, volume)
+	return nil
+}
+
+// loadConfig loads a ConfigMap's rlproxy.yaml the way the pod would: with
+// every variable the container's env provides set (to stand-in values: the
+// Secrets are not part of the test).
+func loadConfig(t *testing.T, name, data string, env []corev1.EnvVar) *config.Config {
+	t.Helper()
+	for _, e := range env {
+		t.Setenv(e.Name, "0123456789abcdef-stand-in")
+	}
+	p := filepath.Join(t.TempDir(), "rlproxy.yaml")
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatalf("%s: the ConfigMap's rlproxy.yaml does not load:\n%v", name, err)
+	}
+	return cfg
+}
+
+// checkSecretKeys: every secretKeyRef of the Deployment names a key the
+// overlay's Secret has.
+func checkSecretKeys(t *testing.T, s *corev1.Secret, d *appsv1.Deployment) {
+	t.Helper()
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil {
+			_, inData := s.Data[r.SecretKeyRef.Key]
+			_, inString := s.StringData[r.SecretKeyRef.Key]
+			if r.SecretKeyRef.Name != s.Name || !(inData || inString) {
+				t.Errorf("env %s refers to secret %s key %s, which the demo does not provide", e.Name, r.SecretKeyRef.Name, r.SecretKeyRef.Key)
+			}
+		}
+	}
+}
+
+// shutdownDelay is server.shutdown_delay's default (5 s): how long a pod
+// keeps accepting after SIGTERM, before it drains.
+func shutdownDelay(*config.Config) time.Duration { return 5 * time.Second }

@@ -1,0 +1,193 @@
+package accesslog
+
+import (
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"rlproxy/internal/config"
+)
+
+// redacted replaces a credential's value.
+const redacted = "REDACTED"
+
+// appendJSON appends e as one JSON object and a newline.
+func appendJSON(b []byte, e *Entry) []byte {
+	var tmp [256]byte // the path and the decision before escaping
+	b = append(b, `{"time":"`...)
+	b = e.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = append(b, `","client":"`...)
+	b = e.Client.AppendTo(b)
+	b = str(append(b, `","peer":`...), e.Peer)
+	b = str(append(b, `,"method":`...), e.Method)
+	b = str(append(b, `,"host":`...), e.Host)
+	b = append(b, `,"path":`...)
+	b = appendJSONString(b, appendTarget(tmp[:0], e))
+	b = str(append(b, `,"protocol":`...), e.Proto)
+	b = strconv.AppendInt(append(b, `,"status":`...), int64(e.Status), 10)
+	b = strconv.AppendInt(append(b, `,"bytes":`...), e.Bytes, 10)
+	b = appendMS(append(b, `,"duration_ms":`...), e.Duration)
+	b = str(append(b, `,"route":`...), e.Route)
+	b = append(b, `,"decision":`...)
+	b = appendJSONString(b, appendDecision(tmp[:0], e))
+	b = str(append(b, `,"upstream":`...), e.Upstream)
+	b = strconv.AppendInt(append(b, `,"upstream_status":`...), int64(e.UpstreamStatus), 10)
+	b = appendMS(append(b, `,"upstream_ms":`...), e.UpstreamTime)
+	b = strconv.AppendInt(append(b, `,"retries":`...), int64(e.Retries), 10)
+	b = str(append(b, `,"request_id":`...), e.RequestID)
+	b = str(append(b, `,"user_agent":`...), e.UserAgent)
+	b = append(b, `,"referer":`...)
+	b = appendJSONString(b, withoutQuery(e.Referer))
+	return append(b, "}\n"...)
+}
+
+// appendCombined appends e in nginx's combined format, then rlproxy's
+// fields as key=value pairs (nginx's own log_format variables where one
+// exists: rt = $request_time, us = $upstream_status, ut =
+// $upstream_header_time).
+func appendCombined(b []byte, e *Entry) []byte {
+	var tmp [128]byte
+	b = e.Client.AppendTo(b)
+	b = append(b, " - - ["...)
+	b = e.Time.AppendFormat(b, "02/Jan/2006:15:04:05 -0700")
+	b = append(b, `] "`...)
+	b = append(b, e.Method...)
+	b = append(b, ' ')
+	b = appendTarget(b, e)
+	b = append(b, ' ')
+	b = append(b, e.Proto...)
+	b = append(b, `" `...)
+	b = strconv.AppendInt(b, int64(e.Status), 10)
+	b = strconv.AppendInt(append(b, ' '), e.Bytes, 10)
+	b = strconv.AppendQuote(append(b, ' '), withoutQuery(e.Referer))
+	b = strconv.AppendQuote(append(b, ' '), e.UserAgent)
+	b = appendSeconds(append(b, " rt="...), e.Duration)
+	b = strconv.AppendQuote(append(b, " route="...), e.Route)
+	b = strconv.AppendQuote(append(b, " decision="...), string(appendDecision(tmp[:0], e)))
+	b = strconv.AppendQuote(append(b, " upstream="...), e.Upstream)
+	b = strconv.AppendInt(append(b, " us="...), int64(e.UpstreamStatus), 10)
+	b = appendSeconds(append(b, " ut="...), e.UpstreamTime)
+	b = strconv.AppendInt(append(b, " retries="...), int64(e.Retries), 10)
+	b = strconv.AppendQuote(append(b, " id="...), e.RequestID)
+	b = strconv.AppendQuote(append(b, " peer="...), e.Peer)
+	return append(b, '\n')
+}
+
+func str(b []byte, s string) []byte { return appendJSONString(b, s) }
+
+// appendDecision is the verdict in words: "delayed 120 ms", "rejected by
+// api", or the bare decision.
+func appendDecision(b []byte, e *Entry) []byte {
+	b = append(b, e.Decision...)
+	switch e.Decision {
+	case "delayed":
+		b = strconv.AppendInt(append(b, ' '), e.WaitMS, 10)
+		b = append(b, " ms"...)
+	case "rejected":
+		if e.Policy != "" {
+			b = append(append(b, " by "...), e.Policy...)
+		}
+	}
+	return b
+}
+
+// appendTarget appends the path and the query with the values of
+// redacted parameters replaced.
+func appendTarget(b []byte, e *Entry) []byte {
+	b = append(b, e.Path...)
+	if e.Query == "" {
+		return b
+	}
+	b = append(b, '?')
+	for i, q := 0, e.Query; q != ""; i++ {
+		var pair string
+		pair, q, _ = strings.Cut(q, "&")
+		if i > 0 {
+			b = append(b, '&')
+		}
+		name, _, hasValue := strings.Cut(pair, "=")
+		if n, err := url.QueryUnescape(name); err == nil && hasValue && slices.Contains(e.Redact, n) {
+			b = append(append(append(b, name...), '='), redacted...)
+			continue
+		}
+		b = append(b, pair...)
+	}
+	return b
+}
+
+// withoutQuery cuts a URL's query and fragment (a Referer may carry a key).
+func withoutQuery(s string) string {
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// appendMS appends d in milliseconds with microsecond precision.
+func appendMS(b []byte, d time.Duration) []byte {
+	return strconv.AppendFloat(b, float64(d.Microseconds())/1e3, 'f', 3, 64)
+}
+
+// appendSeconds appends d in seconds with millisecond precision (nginx's
+// $request_time).
+func appendSeconds(b []byte, d time.Duration) []byte {
+	return strconv.AppendFloat(b, float64(d.Milliseconds())/1e3, 'f', 3, 64)
+}
+
+// appendJSONString appends s as a JSON string: '"', '\\' and control
+// characters escaped, invalid UTF-8 as U+FFFD. (A log line is not HTML:
+// '<', '>' and '&' stay as they are.)
+func appendJSONString[S string | []byte](b []byte, s S) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, s[i:i+size]...)
+			}
+			i += size
+			continue
+		}
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+		i++
+	}
+	return append(b, '"')
+}
+
+// QueryKeys are the query parameter names cfg's key sources read
+// (policies, plans and client_hash keys): their values are credentials.
+func QueryKeys(cfg *config.Config) []string {
+	var names []string
+	add := func(k config.KeySpec) {
+		for _, s := range k.Sources {
+			if s.Kind == config.SourceQuery && !slices.Contains(names, s.Name) {
+				names = append(names, s.Name)
+			}
+		}
+	}
+	for _, name := range cfg.PolicyOrder {
+		add(cfg.Policies[name].Key)
+	}
+	for _, p := range cfg.Plans {
+		add(p.Key)
+	}
+	for _, u := range cfg.Upstreams {
+		add(u.HashKey)
+	}
+	slices.Sort(names)
+	return names
+}

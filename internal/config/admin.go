@@ -1,0 +1,75 @@
+package config
+
+import "gopkg.in/yaml.v3"
+
+// Admin is the `admin:` section: the admin page served on admin_listen
+// (README.md, "Admin page").
+type Admin struct {
+	// ShowClientIPs shows client addresses in the top refused list as they
+	// are; false (the default) shows a keyed hash of each instead.
+	ShowClientIPs bool
+	// BasicAuth, when non-nil, protects the page and its JSON with HTTP
+	// Basic authentication (RFC 7617); it is required to serve the page on
+	// an admin_listen that is not a loopback address.
+	BasicAuth *BasicAuth
+}
+
+// BasicAuth is one user and password; the password comes from the
+// environment variable named by password_env, never from the file.
+type BasicAuth struct {
+	User     string
+	Password string
+}
+
+// minAdminPassword is the shortest admin password accepted, in bytes.
+const minAdminPassword = 12
+
+// adminSection is `admin:`.
+func (l *loader) adminSection() *section {
+	a := &l.c.Admin
+	return &section{optional: true, fields: []field{
+		{name: "show_client_ips", def: "false", value: l.boolVal(&a.ShowClientIPs),
+			doc: "Show client addresses in the top refused list as they are; false shows a keyed hash of each."},
+		{name: "basic_auth", sub: l.basicAuthSection(), doc: "HTTP Basic authentication (RFC 7617) of the page and its JSON; required on an admin_listen that is not loopback."},
+	}}
+}
+
+// basicAuthSection is `admin.basic_auth:`; it protects the page only when
+// both fields are valid.
+func (l *loader) basicAuthSection() *section {
+	var ba BasicAuth
+	var ok [2]bool
+	user := value{stringShape, func(n *yaml.Node, path string) {
+		if s, good := l.str(n, path); good && !validUser(s) {
+			l.errorf(n, path, "%q: want 1 to 64 printable characters without a colon (RFC 7617)", s)
+		} else if good {
+			ba.User, ok[0] = s, true
+		}
+	}}
+	password := value{envNameShape, func(n *yaml.Node, path string) {
+		ba.Password, ok[1] = l.secretEnv(n, path, minAdminPassword)
+	}}
+	return &section{optional: true, fields: []field{
+		{name: "user", need: "required: the user name the browser sends", value: user, doc: "User name: 1 to 64 printable characters, no colon."},
+		{name: "password_env", need: "required: the environment variable holding the password", value: password,
+			doc: "Environment variable holding the password (at least 12 bytes), never inline."},
+	}, check: func(o object) {
+		if ok[0] && ok[1] {
+			l.c.Admin.BasicAuth = &ba
+		}
+	}}
+}
+
+// validUser reports whether s can be a Basic user-id: no colon (RFC 7617
+// §2 splits user-pass at the first one), no control characters.
+func validUser(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if r == ':' || r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}

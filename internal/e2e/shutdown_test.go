@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"rlproxy/internal/testutil/fleet"
+	"rlproxy/internal/testutil/rlproxytest"
+)
+
+// shutdownGet sends GET url through c and returns its status (0 on a
+// transport error, with the error).
+func shutdownGet(c *http.Client, url string) (int, bool, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, false, err
+	}
+	return resp.StatusCode, resp.Close, nil
+}
+
+// TestShutdownSequence runs a real rlproxy process and sends it SIGTERM,
+// then SIGHUP and a second SIGTERM while it drains (shutdown_delay 1 s):
+// /readyz is 503 from the first signal; requests on new connections during
+// the delay succeed (asked to close their connection); the listener closes
+// after the delay; 20 in-flight requests (a 2 s upstream) and 15 waiting in
+// a leaky bucket all succeed; the late signals are logged and ignored, and
+// the process exits 0.
+func TestShutdownSequence(t *testing.T) {
+	t.Parallel()
+	up := rlproxytest.NewUpstream(t)
+	up.Handler = func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(2 * time.Second)
+		}
+		_, _ = io.WriteString(w, "ok")
+	}
+	f := fleet.Start(t, 1, fmt.Sprintf(`
+server: { shutdown_delay: 1s, shutdown_timeout: 10s }
+upstreams: { app: { url: %q } }
+policies: { shape: { algorithm: leaky_bucket, rate: 10r/s, burst: 20, key: global } }
+routes:
+  - { name: shaped, match: { path: /shaped }, upstream: app, policies: [shape] }
+  - { name: all, upstream: app }
+`, up.URL))
+	p := f.Procs[0]
+	var wg sync.WaitGroup
+	results := make(chan string, 35)
+	launch := func(path string, n int) {
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code, _, err := shutdownGet(&http.Client{}, p.URL+path)
+				results <- fmt.Sprintf("%s %d %v", path, code, err)
+			}()
+		}
+	}
+	launch("/slow", 20)
+	launch("/shaped", 15) // waits of 0 to 1.4 s
+	e2eWaitFor(t, 10*time.Millisecond, "20 requests at the upstream", func() bool { return up.Count() >= 20 })
+
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	ready := &http.Client{Timeout: time.Second}
+	e2eWaitFor(t, 5*time.Millisecond, "/readyz 503 after SIGTERM", func() bool {
+		code, _, _ := shutdownGet(ready, p.AdminURL+"/readyz")
+		return code == http.StatusServiceUnavailable
+	})
+	if d := time.Since(sent); d > 300*time.Millisecond {
+		t.Errorf("/readyz turned 503 %v after SIGTERM, want at once", d)
+	}
+	time.Sleep(100*time.Millisecond - time.Since(sent))
+	_ = p.Signal(syscall.SIGHUP)
+	time.Sleep(200*time.Millisecond - time.Since(sent))
+	_ = p.Signal(syscall.SIGTERM)
+
+	// During the delay (300–700 ms after SIGTERM, ≥ 300 ms from its end):
+	// new connections are served, each asked to close.
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	time.Sleep(300*time.Millisecond - time.Since(sent))
+	n := 0
+	for ; time.Since(sent) < 700*time.Millisecond; n++ {
+		code, closed, err := shutdownGet(fresh, p.URL+"/during")
+		if code != http.StatusOK || !closed {
+			t.Errorf("request %v after SIGTERM: status %d, Connection: close %v, err %v; want 200 and close", time.Since(sent).Round(time.Millisecond), code, closed, err)
+		}
+		if code, _, _ := shutdownGet(ready, p.AdminURL+"/readyz"); code != http.StatusServiceUnavailable {
+			t.Errorf("/readyz %d during the delay, want 503", code)
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	if n == 0 {
+		t.Error("no request sent during the delay")
+	}
+	// After the delay (1 s) the listener is closed: connections are refused.
+	time.Sleep(1300*time.Millisecond - time.Since(sent))
+	addr := strings.TrimPrefix(p.URL, "http://")
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("%v after SIGTERM (shutdown_delay 1s): connection accepted, want refused", time.Since(sent).Round(time.Millisecond))
+	}
+
+	wg.Wait()
+	close(results)
+	for r := range results {
+		if !strings.HasSuffix(r, " 200 <nil>") {
+			t.Errorf("in-flight or waiting request: %s, want 200", r)
+		}
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit 10 s after the in-flight requests finished")
+	}
+	if _, code := p.Exited(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	log := p.Log()
+	for _, want := range []string{
+		`msg="received SIGTERM: shutting down"`,
+		`msg="received SIGHUP while shutting down: ignored"`,
+		`msg="received SIGTERM while shutting down: ignored"`,
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %s:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, "config reload") {
+		t.Errorf("a signal while draining reloaded:\n%s", log)
+	}
+}

@@ -1,0 +1,126 @@
+// Package forwardauth is rlproxy's forward-auth decision listener: the
+// proxies already deployed (nginx auth_request, Traefik ForwardAuth, Caddy
+// forward_auth) describe each request they receive in a request of their
+// own, and rlproxy answers with its verdict, forwarding nothing.
+//
+// The described request is rebuilt from the forwarding headers: method,
+// URI and host from X-Forwarded-Method, X-Forwarded-Uri and
+// X-Forwarded-Host (Traefik, Caddy), else X-Original-Method and
+// X-Original-URI (nginx's auth_request convention); the path of the
+// forward-auth request itself is ignored, and every other header is the
+// original's (key sources read them). The client address comes from
+// real_ip.header under the proxy path's rules, the calling proxy being the
+// TCP peer. Only callers inside real_ip.trusted_proxies are answered: the
+// forwarding headers are believed from trusted proxies only, so any other
+// caller gets 403 and is never decided.
+//
+// The verdict is the proxy path's (proxy.Server.Judge): routes match the
+// described request, their policies decide it, and the answer is 200 with
+// the quota headers and no body, or the refusal (response.status, or
+// forward_auth.refused_status) with Retry-After, the quota headers and the
+// problem+json body, or 503 when a fail-closed policy cannot be decided.
+package forwardauth
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"rlproxy/internal/proxy"
+)
+
+// The headers that describe the original request; they are not part of it.
+const (
+	hdrFwdMethod  = "X-Forwarded-Method" // Traefik, Caddy
+	hdrFwdURI     = "X-Forwarded-Uri"
+	hdrFwdHost    = "X-Forwarded-Host"
+	hdrOrigMethod = "X-Original-Method" // nginx auth_request recipes
+	hdrOrigURI    = "X-Original-Uri"    // X-Original-URI, canonical form
+)
+
+// Handler answers forward-auth requests with the verdict of the
+// configuration the proxy server currently serves (reloads apply at once).
+type Handler struct {
+	srv *proxy.Server
+}
+
+// New returns the forward-auth handler deciding through srv.
+func New(srv *proxy.Server) *Handler { return &Handler{srv: srv} }
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := h.srv.Runtime()
+	peer := proxy.PeerAddr(r.RemoteAddr)
+	if !rt.TrustedPeer(peer) {
+		proxy.WriteUntrustedCaller(w, r)
+		return
+	}
+	orig, ok := described(r)
+	if !ok {
+		proxy.WriteNotDescribed(w, r)
+		return
+	}
+	route := rt.Limiter.Match(orig)
+	if route == nil { // no route limits it: not this service's to refuse
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	ip := rt.ClientIP(peer, orig.Header)
+	out := w
+	fa := rt.Config.ForwardAuth
+	if fa.RefusedStatus != 0 && fa.RefusedStatus != rt.Config.Response.Status {
+		out = &refusedStatus{ResponseWriter: w, from: rt.Config.Response.Status, to: fa.RefusedStatus}
+	}
+	if h.srv.Judge(out, orig, rt, route, ip) {
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// described rebuilds the original request r describes; false when r names
+// no parsable original URI.
+func described(r *http.Request) (*http.Request, bool) {
+	uri := r.Header.Get(hdrFwdURI)
+	method := r.Header.Get(hdrFwdMethod)
+	if uri == "" {
+		uri = r.Header.Get(hdrOrigURI)
+		if method == "" {
+			method = r.Header.Get(hdrOrigMethod)
+		}
+	}
+	if uri == "" {
+		return nil, false
+	}
+	u, err := url.ParseRequestURI(uri)
+	if err != nil {
+		return nil, false
+	}
+	o := r.Clone(r.Context())
+	if method != "" {
+		o.Method = method
+	}
+	o.URL, o.RequestURI = u, uri
+	if host := r.Header.Get(hdrFwdHost); host != "" {
+		// A chain of proxies may have listed several: the first is the client's.
+		host, _, _ = strings.Cut(host, ",")
+		o.Host = strings.TrimSpace(host)
+	}
+	for _, k := range [...]string{hdrFwdMethod, hdrFwdURI, hdrFwdHost, hdrOrigMethod, hdrOrigURI} {
+		delete(o.Header, k)
+	}
+	o.Body, o.ContentLength = http.NoBody, 0
+	return o, true
+}
+
+// refusedStatus turns the refusal status (response.status) into
+// forward_auth.refused_status; the problem body keeps the refusal's own.
+type refusedStatus struct {
+	http.ResponseWriter
+	from, to int
+}
+
+func (w *refusedStatus) WriteHeader(code int) {
+	if code == w.from {
+		code = w.to
+	}
+	w.ResponseWriter.WriteHeader(code)
+}

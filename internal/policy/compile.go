@@ -1,0 +1,174 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"rlproxy/internal/algo"
+	"rlproxy/internal/clientkey"
+	"rlproxy/internal/config"
+	"rlproxy/internal/metrics"
+)
+
+// New compiles cfg. It fails only on what config validation cannot see
+// (a key source that cannot be compiled).
+func New(cfg *config.Config, opts Options) (*Limiter, error) {
+	l := &Limiter{
+		policies:  make(map[string]*Policy, len(cfg.Policies)),
+		store:     opts.Store,
+		floor:     opts.Floor,
+		prefix:    cfg.Store.Valkey.KeyPrefix + "v1:",
+		metrics:   opts.Metrics,
+		counters:  map[string]*metrics.PolicyCounters{},
+		leaseBase: opts.LeasePrefix,
+		now:       opts.Now,
+		log:       opts.Log,
+	}
+	if l.injected = l.now != nil; !l.injected {
+		l.now = time.Now
+	}
+	for _, name := range cfg.PolicyOrder {
+		cp := cfg.Policies[name]
+		ex, err := clientkey.New(cp.Key, cfg.JWT, cfg.Store.HashSecret)
+		if err != nil {
+			return nil, fmt.Errorf("compiling policy %q key: %w", name, err)
+		}
+		l.policies[name] = &Policy{
+			Policy:     *cp,
+			HeaderName: sfString(name),
+			Quota:      cp.Limit.Quota(),
+			Window:     CeilSeconds(cp.Limit.WindowMillis()),
+			key:        ex,
+			keyTail:    ":" + name + ":" + kindCode(cp.Limit.Kind),
+		}
+	}
+	plans := map[string]*PlanSet{}
+	for name, cp := range cfg.Plans {
+		ps, err := l.compilePlans(cp, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("compiling plans %q: %w", name, err)
+		}
+		plans[name] = ps
+	}
+	for _, cr := range cfg.Routes {
+		l.routes = append(l.routes, l.compileRoute(cr, cfg, plans))
+	}
+	l.mappingCounters(cfg)
+	return l, nil
+}
+
+// compileRoute compiles one route of cfg; its policies and plans are
+// already compiled.
+func (l *Limiter) compileRoute(cr *config.Route, cfg *config.Config, plans map[string]*PlanSet) *Route {
+	rt := &Route{Name: cr.Name, Upstream: cr.Upstream, Cost: max(cr.Cost, 1), match: cr.Match,
+		CostResponseHeader: cr.CostResponseHeader, settles: cr.CostResponseHeader != ""}
+	for _, pn := range cr.Policies {
+		p := l.policies[pn]
+		rt.Policies = append(rt.Policies, p)
+		rt.counters = append(rt.counters, l.countersFor(rt.Name, pn))
+		rt.settles = rt.settles || p.CountStatus != nil
+	}
+	if cr.Plan != "" {
+		rt.Plans = plans[cr.Plan]
+		rt.planCounters = map[string]*metrics.PolicyCounters{}
+		for _, pols := range cfg.Plans[cr.Plan].Plans {
+			for _, pn := range pols {
+				rt.planCounters[pn] = l.countersFor(rt.Name, pn)
+				rt.settles = rt.settles || l.policies[pn].CountStatus != nil
+			}
+		}
+	}
+	return rt
+}
+
+func (l *Limiter) compilePlans(cp *config.Plans, cfg *config.Config) (*PlanSet, error) {
+	ex, err := clientkey.New(cp.Key, cfg.JWT, cfg.Store.HashSecret)
+	if err != nil {
+		return nil, err
+	}
+	ps := &PlanSet{Name: cp.Name, key: ex, byClient: make(map[string]*plan, len(cp.Keys))}
+	named := map[string]*plan{}
+	for pname, pols := range cp.Plans {
+		pl := &plan{name: pname, keyed: true}
+		for _, pn := range pols {
+			pl.policies = append(pl.policies, l.policies[pn])
+		}
+		named[pname] = pl
+	}
+	def := *named[cp.Default]
+	def.keyed = false
+	ps.fallback = &def
+	for cred, pname := range cp.Keys {
+		ids := ex.Credentials(cred)
+		if len(ids) == 0 {
+			return nil, errors.New("the plan key must be a header, query, cookie or jwt source (not combine, ip or global)")
+		}
+		for _, id := range ids {
+			ps.byClient[id] = named[pname]
+		}
+	}
+	return ps, nil
+}
+
+func (l *Limiter) countersFor(route, pol string) *metrics.PolicyCounters {
+	if l.metrics == nil {
+		return nil
+	}
+	k := route + "\x00" + pol
+	c, ok := l.counters[k]
+	if !ok {
+		c = l.metrics.PolicyCounters(route, pol)
+		l.counters[k] = c
+	}
+	return c
+}
+
+// sfString quotes s as an RFC 8941 sf-string (the ratelimit-headers draft
+// names policies with one).
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		if c < 0x20 || c > 0x7e {
+			c = '_'
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// CeilSeconds converts a duration in ms to whole seconds rounded up, at
+// least 1: RateLimit-Policy's w and Retry-After's delay-seconds (RFC 9110
+// section 10.2.3), which are never 0 (docs/CONTRACT.md). A reset (t, which
+// may be 0) is rounded by package proxy's resetSeconds instead.
+func CeilSeconds(ms int64) int64 {
+	if ms <= 0 {
+		return 1
+	}
+	return (ms + 999) / 1000
+}
+
+func kindCode(k algo.Kind) string {
+	switch k {
+	case algo.FixedWindow:
+		return "fw"
+	case algo.SlidingLog:
+		return "sl"
+	case algo.SlidingWindow:
+		return "sw"
+	case algo.TokenBucket:
+		return "tb"
+	case algo.LeakyBucket:
+		return "lb"
+	case algo.Concurrency:
+		return "cc"
+	}
+	return "x"
+}

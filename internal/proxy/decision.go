@@ -1,0 +1,74 @@
+package proxy
+
+import (
+	"net/http"
+	"net/netip"
+	"strconv"
+
+	"rlproxy/internal/config"
+	"rlproxy/internal/policy"
+)
+
+// This file is the proxy path's decision, answers and headers offered to
+// the decision interfaces (forward-auth, the Envoy rate limit service), so
+// that they decide and answer exactly as the proxy does.
+
+// ClientIP is the client address of a request from TCP peer with headers
+// h, under real_ip (nginx realip rules: h is believed only from trusted
+// proxies).
+func (rt *Runtime) ClientIP(peer netip.Addr, h http.Header) netip.Addr {
+	return rt.realIP.ClientIP(peer, h)
+}
+
+// TrustedPeer reports whether peer is inside real_ip.trusted_proxies.
+func (rt *Runtime) TrustedPeer(peer netip.Addr) bool { return rt.realIP.Trusted(peer) }
+
+// PeerAddr parses a request's RemoteAddr ("IP:port") into the peer
+// address, unmapped; the zero Addr when it does not parse.
+func PeerAddr(remote string) netip.Addr { return peerAddr(remote) }
+
+// Judge decides r, a request another proxy describes rather than one to
+// forward, on route for client ip, as ServeHTTP does: a refusal, an outage
+// or a wait beyond the shaping caps is answered here (problem+json) and
+// Judge returns false; an allowed request has its quota headers set and
+// its leaky-bucket wait served, nothing written, and Judge returns true.
+// The policies count it as on the proxy path. Concurrency leases are
+// released at once: nothing tells Judge's caller when the request ends.
+func (s *Server) Judge(w http.ResponseWriter, r *http.Request, rt *Runtime, route *policy.Route, ip netip.Addr) bool {
+	if !route.Limited() {
+		return true
+	}
+	res := s.results.Get().(*policy.Result)
+	defer s.results.Put(res)
+	if !s.decide(w, r, rt, route, ip, res) {
+		return false
+	}
+	if res.HasLeases() {
+		rt.Limiter.Release(res)
+	}
+	return res.Wait <= 0 || s.wait(w, r, rt, route, ip, res)
+}
+
+// WriteUntrustedCaller answers a decision listener's caller that is not
+// inside real_ip.trusted_proxies: 403 problem+json, nothing decided.
+func WriteUntrustedCaller(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, r, problemUntrustedCaller, nil, nil)
+}
+
+// WriteNotDescribed answers a forward-auth request that names no original
+// request (no X-Forwarded-Uri nor X-Original-URI, or an unparsable one):
+// 400 problem+json.
+func WriteNotDescribed(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, r, problemNotDescribed, nil, nil)
+}
+
+// QuotaHeaders sets on h the header sets selects for res, as on every
+// response of a limited route, plus Retry-After (delay-seconds, rounded up,
+// at least 1) when res is a refusal: for a service that hands the headers
+// to its caller (Envoy's response_headers_to_add).
+func QuotaHeaders(h http.Header, sets config.HeaderSet, res *policy.Result) {
+	setQuotaHeaders(h, sets, res)
+	if res.Outcome == policy.Refuse {
+		h[hdrRetryAfter] = []string{strconv.FormatInt(policy.CeilSeconds(res.RetryAfter), 10)}
+	}
+}

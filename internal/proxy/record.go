@@ -1,0 +1,85 @@
+package proxy
+
+import (
+	"net/http"
+	"time"
+
+	"rlproxy/internal/metrics"
+	upstreampkg "rlproxy/internal/upstream"
+)
+
+// record is one request's account for the traffic metrics and the access
+// log: the response writer seen by the rest of the request path, which
+// notes the status and bytes sent, plus what the path decided. Pooled by
+// Server; Unwrap lets http.ResponseController reach the connection
+// (flushes, hijacks for upgrades, deadlines).
+type record struct {
+	http.ResponseWriter
+	status int   // first non-1xx status written; 0 = none yet
+	bytes  int64 // body bytes written
+
+	start   time.Time
+	route   string                // "" = no route matched
+	traffic *metrics.RouteTraffic // the route's series; nil without metrics
+	// decision is the access log's verdict (decisionAllowed, ...), with
+	// policy (rejected by) and waitMS (delayed).
+	decision string
+	policy   string
+	waitMS   int64
+	up       upstreampkg.Exchange
+	// logging is set when the access log is on; requestID is then the
+	// request's id (requestid.go).
+	logging   bool
+	requestID string
+}
+
+// Access log decision values.
+const (
+	decisionAllowed     = "allowed"
+	decisionDelayed     = "delayed"
+	decisionRejected    = "rejected"
+	decisionUnavailable = "unavailable"
+	decisionNoRoute     = "no-route"
+	decisionUnlimited   = "unlimited" // a route without policies
+	decisionQuota       = "quota"     // the quota endpoint answered
+)
+
+func (rc *record) reset(w http.ResponseWriter, start time.Time) {
+	*rc = record{ResponseWriter: w, start: start}
+}
+
+// WriteHeader notes the final status (1xx informational answers precede it).
+func (rc *record) WriteHeader(code int) {
+	if rc.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
+		rc.status = code
+	}
+	rc.ResponseWriter.WriteHeader(code)
+}
+
+func (rc *record) Write(p []byte) (int, error) {
+	if rc.status == 0 {
+		rc.status = http.StatusOK
+	}
+	n, err := rc.ResponseWriter.Write(p)
+	rc.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap is for http.ResponseController.
+func (rc *record) Unwrap() http.ResponseWriter { return rc.ResponseWriter }
+
+// finish counts the answer in its route's series (route "-" when none
+// matched). A request that got no answer at all (the client left first)
+// counts as 499, nginx's code for it.
+func (rc *record) finish(rt *Runtime, now time.Time) {
+	if rc.status == 0 {
+		rc.status = 499
+	}
+	t := rc.traffic
+	if rc.route == "" {
+		t = rt.noRoute
+	}
+	if t != nil {
+		t.Observe(rc.status, now.Sub(rc.start))
+	}
+}

@@ -1,0 +1,81 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"time"
+
+	"rlproxy/internal/accesslog"
+)
+
+// requestID returns r's id: an incoming X-Request-Id (1 to 128 visible
+// ASCII characters), else the trace id of a W3C traceparent (both kept and
+// forwarded as they came), else a new random one, set as r's
+// X-Request-Id so the upstream receives it too.
+func requestID(r *http.Request) string {
+	if v := r.Header["X-Request-Id"]; len(v) == 1 && validRequestID(v[0]) {
+		return v[0]
+	}
+	if id := traceID(r.Header); id != "" {
+		return id
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	r.Header["X-Request-Id"] = []string{id}
+	return id
+}
+
+// problemRequestID is the requestId member of a problem+json answer: the
+// id requestID kept or set, "" when there is none.
+func problemRequestID(h http.Header) string {
+	if v := h["X-Request-Id"]; len(v) == 1 && validRequestID(v[0]) {
+		return v[0]
+	}
+	return traceID(h)
+}
+
+// traceID is the trace-id of a version-00 traceparent
+// ("00-<32 hex>-<16 hex>-<2 hex>", W3C Trace Context §3.2), or "".
+func traceID(h http.Header) string {
+	v := h["Traceparent"]
+	if len(v) != 1 || len(v[0]) != 55 || v[0][2] != '-' || v[0][35] != '-' || v[0][52] != '-' {
+		return ""
+	}
+	return v[0][3:35]
+}
+
+func validRequestID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// SetAccessLog makes l the access log of requests that end from now on
+// (nil: none) and returns the previous one, for the caller to Close once
+// in-flight requests are done.
+func (s *Server) SetAccessLog(l *accesslog.Logger) *accesslog.Logger { return s.access.Swap(l) }
+
+// AccessLog returns the current access log, or nil.
+func (s *Server) AccessLog() *accesslog.Logger { return s.access.Load() }
+
+// logAccess writes rc's line.
+func (s *Server) logAccess(l *accesslog.Logger, rc *record, r *http.Request, rt *Runtime, now time.Time) {
+	e := accesslog.Entry{
+		Time: rc.start, Client: rc.up.ClientIP, Peer: r.RemoteAddr, Method: r.Method, Host: r.Host,
+		Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Proto: r.Proto,
+		UserAgent: r.Header.Get("User-Agent"), Referer: r.Header.Get("Referer"),
+		Status: rc.status, Bytes: rc.bytes, Duration: now.Sub(rc.start),
+		Route: rc.route, Decision: rc.decision, Policy: rc.policy, WaitMS: rc.waitMS,
+		Upstream: rc.up.Server, UpstreamStatus: rc.up.Status, UpstreamTime: rc.up.Duration, Retries: rc.up.Retries,
+		RequestID: rc.requestID, Redact: rt.redact,
+	}
+	l.Log(&e)
+}

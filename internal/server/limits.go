@@ -1,0 +1,209 @@
+package server
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"rlproxy/internal/config"
+	"rlproxy/internal/metrics"
+)
+
+// limitListener bounds what clients can hold of the process (issue 21's
+// client-side bounds): at most max open connections (server.max_connections;
+// a connection beyond it is closed at accept, so when file descriptors run
+// short new clients are refused before upstream dials fail), and no write
+// to a client may block longer than writeTimeout (server.write_timeout, nginx
+// send_timeout). Both are read on every use, so a reload changes them for
+// new connections and new writes.
+//
+// The write deadline moves before every Write of the connection — the
+// response writer's, HTTP/2's frame writer's, TLS records' and, after an
+// Upgrade, ReverseProxy's copy to the client — so it bounds the time one
+// write waits for the client to accept bytes, never a whole response: a
+// slow download that keeps reading is not cut, a client that stops
+// reading is, at the first write that blocks that long. A quiet upgraded
+// connection (a WebSocket with nothing to send) writes nothing and is not
+// cut: silence is legitimate there. Cutting the client fails the response
+// copy; ReverseProxy then closes the upstream body, which closes that
+// upstream connection (a body not read to its end is never reused), and the
+// client's connection is reset rather than closed, releasing its socket
+// buffers at once.
+type limitListener struct {
+	net.Listener
+	max          atomic.Int64 // cap on open connections
+	writeTimeout atomic.Int64 // time.Duration; 0 = no write deadline
+	open         atomic.Int64
+	m            metrics.ListenerCounters
+	log          *slog.Logger
+
+	logMu      sync.Mutex
+	lastLogged time.Time // last refusal log line: at most one per refusalLogEvery
+	unlogged   int       // refusals since then
+}
+
+// refusalLogEvery spaces the log lines about refused connections: a flood
+// must not become a log flood.
+const refusalLogEvery = 10 * time.Second
+
+// newLimitListener wraps ln with the bounds of s.
+func newLimitListener(ln net.Listener, s config.Server, m metrics.ListenerCounters, log *slog.Logger) *limitListener {
+	l := &limitListener{Listener: ln, m: m, log: log}
+	l.set(s)
+	return l
+}
+
+// set applies s's write_timeout and max_connections (0 = derived from the
+// open-file limit, maxConnections).
+func (l *limitListener) set(s config.Server) {
+	l.writeTimeout.Store(int64(s.WriteTimeout))
+	limit := s.MaxConnections
+	if limit == 0 {
+		limit = defaultMaxConnections()
+	}
+	l.max.Store(int64(limit))
+}
+
+// Accept returns the next connection under the cap; connections over it
+// are closed at once (with a reset: no lingering socket) and counted.
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) > l.max.Load() {
+			l.open.Add(-1)
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			l.m.Refused.Inc() // before the close: a client seeing the reset sees the count
+			l.logRefusal()
+			_ = c.Close()
+			continue
+		}
+		l.m.Open.Inc()
+		return &limitConn{Conn: c, l: l}, nil
+	}
+}
+
+// logRefusal logs the first refusal and then at most one line per
+// refusalLogEvery, with the count since the last line.
+func (l *limitListener) logRefusal() {
+	l.logMu.Lock()
+	defer l.logMu.Unlock()
+	l.unlogged++
+	if now := time.Now(); now.Sub(l.lastLogged) >= refusalLogEvery {
+		l.log.Warn("server.max_connections reached: closing new client connections",
+			"max_connections", l.max.Load(), "refused", l.unlogged)
+		l.lastLogged, l.unlogged = now, 0
+	}
+}
+
+// limitConn is one client connection under a limitListener.
+type limitConn struct {
+	net.Conn
+	l        *limitListener
+	closed   atomic.Bool
+	timedOut atomic.Bool
+}
+
+// Write moves the write deadline to now + write_timeout, then writes.
+func (c *limitConn) Write(p []byte) (int, error) {
+	if d := time.Duration(c.l.writeTimeout.Load()); d > 0 {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(d))
+	}
+	n, err := c.Conn.Write(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && c.timedOut.CompareAndSwap(false, true) {
+		// Not closed here: the failed write ends the response copy, and
+		// its handler's return closes the connection (an early close
+		// would cancel the request first and turn the upstream copy's
+		// end into a logged read error). That close resets (nginx
+		// reset_timedout_connection): the unsent bytes are dropped with
+		// the socket at once instead of waiting for a client that does
+		// not read.
+		c.l.m.WriteTimeouts.Inc()
+		if lc, ok := c.Conn.(interface{ SetLinger(int) error }); ok {
+			_ = lc.SetLinger(0)
+		}
+	}
+	return n, err
+}
+
+// Close closes the connection and frees its place under the cap (once,
+// however often it is called: net/http and ReverseProxy may both close it).
+func (c *limitConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.l.open.Add(-1)
+		c.l.m.Open.Dec()
+	}
+	return c.Conn.Close()
+}
+
+// CloseWrite half-closes a TCP connection: net/http does so before closing
+// a connection it answered with an error, so the client reads the answer.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// deriveMaxConnections is max_connections' default for an open-file limit
+// of nofile: each client connection may hold one upstream connection, so
+// half of what remains after a reserve for the store's connections, the
+// admin listener, config files and the runtime (512, or a quarter of a
+// small limit).
+func deriveMaxConnections(nofile uint64) int {
+	reserve := min(nofile/4, 512)
+	return int(max((nofile-reserve)/2, 1))
+}
+
+// streamDeadlines gives HTTP/2 responses (over TLS or h2c) what limitConn
+// gives connections: server.write_timeout bounds each write of the
+// response. A client that stops reading an HTTP/2 stream stops granting it
+// flow-control window, so the handler's write blocks on the stream, not on
+// the connection, and limitConn never sees it. The stream's deadline (a
+// timer that resets the stream) is armed for the duration of each write
+// or flush only: a quiet stream (server-sent events between two events)
+// is never cut. One allocation per HTTP/2 request; HTTP/1 pays nothing.
+func (l *limitListener) streamDeadlines(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d := time.Duration(l.writeTimeout.Load()); d > 0 && r.ProtoMajor == 2 {
+			w = &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// deadlineWriter arms the stream's write deadline around each Write and
+// flush of an HTTP/2 response.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	n, err := w.ResponseWriter.Write(p)
+	_ = w.rc.SetWriteDeadline(time.Time{})
+	return n, err
+}
+
+// FlushError flushes under the deadline (http.ResponseController.Flush
+// finds it; ReverseProxy flushes streamed responses that way).
+func (w *deadlineWriter) FlushError() error {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	err := w.rc.Flush()
+	_ = w.rc.SetWriteDeadline(time.Time{})
+	return err
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

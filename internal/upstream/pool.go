@@ -1,0 +1,276 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"rlproxy/internal/clientkey"
+	"rlproxy/internal/config"
+	"rlproxy/internal/metrics"
+)
+
+// ErrNoHealthy is RoundTrip's error when every server of the pool is held
+// out of rotation (the proxy answers 502 no-healthy-upstream: a 503 would
+// read as rlproxy's own outage).
+var ErrNoHealthy = errors.New("no healthy upstream server")
+
+// Pool is one configured upstream's servers behind a balancer: an
+// http.RoundTripper that sends each request to a server (rewriting the
+// request URL's host to it) and, when it could not be sent, to the next
+// one, up to the upstream's retries. Built by a Set; immutable.
+type Pool struct {
+	// Name is the upstream's name.
+	Name    string
+	servers []*Server
+	weights []int
+	all     uint64 // the bits of every server index
+	bal     balancer
+	hashKey *clientkey.Extractor // client_hash only
+
+	maxFails     int // 0 in a one-server pool: nginx never takes a lone server out
+	failTimeout  time.Duration
+	failStatuses [100]bool // 500..599
+	retries      int
+	retryTimeout time.Duration
+	countBodies  bool // least_conn: a request is in flight until its body ends
+
+	traffic metrics.UpstreamTraffic // zero without metrics
+	now     func() time.Time
+	log     *slog.Logger
+}
+
+// newPool builds the pool of u over its servers (in u.Servers order).
+func newPool(u *config.Upstream, servers []*Server, jwt config.JWT, hashSecret []byte, o *Options) (*Pool, error) {
+	p := &Pool{Name: u.Name, servers: servers, maxFails: u.MaxFails, failTimeout: u.FailTimeout,
+		retries: u.Retries, retryTimeout: u.RetryTimeout, now: o.Now, log: o.Log}
+	for i, s := range u.Servers {
+		p.weights = append(p.weights, s.Weight)
+		p.all |= 1 << i
+	}
+	if len(servers) == 1 {
+		p.maxFails = 0
+	}
+	for _, c := range u.FailStatuses {
+		p.failStatuses[c-500] = true
+	}
+	switch u.Balance {
+	case config.BalanceLeastConn:
+		p.bal, p.countBodies = &leastConn{rr: newRoundRobin(len(servers))}, true
+	case config.BalanceClientHash:
+		e, err := clientkey.New(u.HashKey, jwt, hashSecret)
+		if err != nil {
+			return nil, err
+		}
+		p.hashKey = e
+		p.bal = newRing(p)
+	default:
+		p.bal = newRoundRobin(len(servers))
+	}
+	if o.Metrics != nil {
+		p.traffic = o.Metrics.Upstream(u.Name)
+	}
+	return p, nil
+}
+
+// Servers returns the pool's servers in configuration order.
+func (p *Pool) Servers() []*Server { return p.servers }
+
+// NeedsClientIP reports whether RoundTrip reads the client address from
+// the request's Exchange (client_hash on an ip key).
+func (p *Pool) NeedsClientIP() bool { return p.hashKey != nil }
+
+// Exchange is what a request's trip through a pool did, for the access
+// log, and the client address client_hash may need. Attach it with
+// WithExchange before the request reaches the pool.
+type Exchange struct {
+	ClientIP netip.Addr    // in: the client's real address
+	Server   string        // out: the label of the last server tried
+	Status   int           // out: its response status (0: none)
+	Duration time.Duration // out: the last attempt's time to response headers
+	Retries  int           // out: attempts after the first
+}
+
+type exchangeKey struct{}
+
+// WithExchange returns ctx carrying x.
+func WithExchange(ctx context.Context, x *Exchange) context.Context {
+	return context.WithValue(ctx, exchangeKey{}, x)
+}
+
+func exchangeFrom(ctx context.Context) *Exchange {
+	x, _ := ctx.Value(exchangeKey{}).(*Exchange)
+	return x
+}
+
+// RoundTrip implements http.RoundTripper. It sets req.URL.Host to each
+// server it tries: req is the outgoing request a reverse proxy made for
+// this exchange alone. Errors: ErrNoHealthy, or the last server's error.
+func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
+	x := exchangeFrom(req.Context())
+	var hash uint32
+	if p.hashKey != nil {
+		var buf [96]byte
+		var ip netip.Addr
+		if x != nil {
+			ip = x.ClientIP
+		}
+		hash = crc32.ChecksumIEEE(p.hashKey.Key(buf[:0], req, ip))
+	}
+	var body *sentBody
+	if req.Body != nil && req.Body != http.NoBody {
+		body = &sentBody{ReadCloser: req.Body}
+		req.Body = body
+	}
+	start := p.now()
+	var (
+		tried   uint64
+		lastErr error
+	)
+	for attempt := 0; ; attempt++ {
+		i := p.pick(p.now().UnixNano(), tried, hash)
+		if i < 0 && lastErr != nil {
+			return nil, lastErr
+		}
+		if i < 0 {
+			return nil, ErrNoHealthy
+		}
+		if attempt > 0 {
+			p.retried(x)
+		}
+		tried |= 1 << i
+		s := p.servers[i]
+		resp, err := p.send(s, req, x)
+		if err == nil {
+			return resp, nil
+		}
+		now := p.now()
+		if req.Context().Err() != nil { // the client left: not the server's fault
+			return nil, err
+		}
+		if s.failed(now.UnixNano(), p.maxFails, p.failTimeout) && p.log != nil {
+			p.log.Warn("upstream server out of rotation", "upstream", p.Name, "server", s.Label,
+				"max_fails", p.maxFails, "fail_timeout", p.failTimeout.String(), "err", err.Error())
+		}
+		if attempt >= p.retries || !retriable(req, body, err) || p.retryTimeout > 0 && now.Sub(start) >= p.retryTimeout {
+			return nil, err
+		}
+		lastErr = err
+	}
+}
+
+// retried counts one retry.
+func (p *Pool) retried(x *Exchange) {
+	if p.traffic.Retries != nil {
+		p.traffic.Retries.Inc()
+	}
+	if x != nil {
+		x.Retries++
+	}
+}
+
+// pick returns the server for the next attempt, claiming the trial request
+// of a server whose fail_timeout ran out; -1 when none is left.
+func (p *Pool) pick(now int64, tried uint64, hash uint32) int {
+	for {
+		i := p.bal.pick(p, now, tried, hash)
+		if i < 0 {
+			return -1
+		}
+		s := p.servers[i]
+		if _, trial := s.eligible(now); !trial || s.claimTrial(now, p.failTimeout) {
+			return i
+		}
+		tried |= 1 << i // another request took its trial
+	}
+}
+
+// send makes one attempt on s.
+func (p *Pool) send(s *Server, req *http.Request, x *Exchange) (*http.Response, error) {
+	req.URL.Host = s.url.Host
+	s.inflight.Add(1)
+	t0 := p.now()
+	resp, err := s.transport.RoundTrip(req)
+	d := p.now().Sub(t0)
+	if p.traffic.Duration != nil {
+		p.traffic.Duration.Observe(d.Seconds())
+	}
+	if x != nil {
+		x.Server, x.Duration, x.Status = s.Label, d, 0
+	}
+	if err != nil {
+		s.inflight.Add(-1)
+		return nil, err
+	}
+	if x != nil {
+		x.Status = resp.StatusCode
+	}
+	if c := resp.StatusCode; c >= 500 && c <= 599 && p.failStatuses[c-500] {
+		s.failed(p.now().UnixNano(), p.maxFails, p.failTimeout)
+	} else {
+		s.succeeded()
+	}
+	if p.countBodies && resp.Body != nil && resp.Body != http.NoBody {
+		resp.Body = &countedBody{ReadCloser: resp.Body, s: s}
+	} else {
+		s.inflight.Add(-1)
+	}
+	return resp, nil
+}
+
+// retriable reports whether a failed attempt may go to another server
+// (nginx proxy_next_upstream error timeout): never once any of the body
+// was read (it cannot be sent again), an idempotent method (RFC 9110
+// §9.2.2) whatever the error before a response, another method only when
+// the connection could not be made (nothing was sent).
+func retriable(req *http.Request, body *sentBody, err error) bool {
+	if body != nil && body.read.Load() {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// sentBody is a request body that remembers whether it was read.
+type sentBody struct {
+	io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *sentBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.ReadCloser.Read(p)
+}
+
+// Close keeps the body open: a transport closes it on a failed attempt,
+// and an unread body may still go to the next server. The server closes
+// the incoming body when the handler returns.
+func (b *sentBody) Close() error { return nil }
+
+// countedBody ends its server's in-flight count when the response body
+// is closed (least_conn counts a request until its response is done).
+type countedBody struct {
+	io.ReadCloser
+	s    *Server
+	once sync.Once
+}
+
+func (b *countedBody) Close() error {
+	b.once.Do(func() { b.s.inflight.Add(-1) })
+	return b.ReadCloser.Close()
+}
