@@ -511,7 +511,7 @@ routes:
 		t.Errorf("rlproxy_waiting_requests = %v, want 0", got)
 	}
 	// No per-client series: only these labels, no address, no credential.
-	allowed := map[string]bool{"route": true, "policy": true, "decision": true, "result": true, "version": true, "goversion": true, "le": true}
+	allowed := map[string]bool{"route": true, "policy": true, "decision": true, "result": true, "reason": true, "version": true, "goversion": true, "le": true}
 	for _, smp := range s {
 		if !strings.HasPrefix(smp.name, "rlproxy_") {
 			continue

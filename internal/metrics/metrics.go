@@ -56,6 +56,8 @@ type Metrics struct {
 	lastReload    prometheus.Gauge
 
 	memory *memoryCollector
+
+	proxyErrors *prometheus.CounterVec // proxy.go
 }
 
 // New builds the collectors and registers them, with the Go runtime and
@@ -137,11 +139,12 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 		Help: "Always 1; labels give the rlproxy version and the Go version that built it.",
 	}, []string{"version", "goversion"})
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	m.proxyErrors = newProxyErrors()
 
 	reg.MustRegister(
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
 		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.breakerOpen,
-		m.localRefusals, m.shapingRefusals, reloads, m.lastReload, buildInfo, m.memory,
+		m.localRefusals, m.shapingRefusals, reloads, m.lastReload, buildInfo, m.memory, m.proxyErrors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -12,13 +12,16 @@ import (
 type problemKind uint8
 
 const (
-	problemRateLimited  problemKind = iota // a policy refused (response.status, default 429)
-	problemQueueFull                       // shaping cap reached (response.status)
-	problemUnavailable                     // a fail-closed policy could not be decided: 503
-	problemNoRoute                         // no route matched: 404
-	problemBadGateway                      // upstream unreachable or failed: 502
-	problemQuotaLimited                    // the quota endpoint itself is rate limited: 429
-	problemBodyTimeout                     // the client stalled sending its body: 408
+	problemRateLimited    problemKind = iota // a policy refused (response.status, default 429)
+	problemQueueFull                         // shaping cap reached (response.status)
+	problemUnavailable                       // a fail-closed policy could not be decided: 503
+	problemNoRoute                           // no route matched: 404
+	problemBadGateway                        // upstream unreachable or failed: 502
+	problemQuotaLimited                      // the quota endpoint itself is rate limited: 429
+	problemBodyTimeout                       // the client stalled sending its body: 408
+	problemBadRequest                        // the client's body was malformed (RFC 9112 §7.1): 400
+	problemMethod                            // TRACE or CONNECT, never forwarded (as nginx): 405
+	problemGatewayTimeout                    // the upstream did not answer within its timeouts: 504
 )
 
 // problems holds each kind's RFC 9457 type, title and status. Types are
@@ -27,13 +30,16 @@ var problems = [...]struct {
 	typ, title, detail string
 	status             int
 }{
-	problemRateLimited:  {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "", http.StatusTooManyRequests},
-	problemQueueFull:    {"urn:rlproxy:problem:shaping-queue-full", "Too Many Requests", "the request would wait longer than this proxy queues requests", http.StatusTooManyRequests},
-	problemUnavailable:  {"urn:rlproxy:problem:limiter-unavailable", "Service Unavailable", "the rate limiter cannot decide right now and this route fails closed; retry shortly", http.StatusServiceUnavailable},
-	problemNoRoute:      {"urn:rlproxy:problem:no-route", "Not Found", "no route matches this request", http.StatusNotFound},
-	problemBadGateway:   {"urn:rlproxy:problem:bad-gateway", "Bad Gateway", "the upstream could not be reached or failed", http.StatusBadGateway},
-	problemQuotaLimited: {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "the quota endpoint is asked too often", http.StatusTooManyRequests},
-	problemBodyTimeout:  {"urn:rlproxy:problem:body-timeout", "Request Timeout", "the request body stalled for longer than server.body_timeout", http.StatusRequestTimeout},
+	problemRateLimited:    {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "", http.StatusTooManyRequests},
+	problemQueueFull:      {"urn:rlproxy:problem:shaping-queue-full", "Too Many Requests", "the request would wait longer than this proxy queues requests", http.StatusTooManyRequests},
+	problemUnavailable:    {"urn:rlproxy:problem:limiter-unavailable", "Service Unavailable", "the rate limiter cannot decide right now and this route fails closed; retry shortly", http.StatusServiceUnavailable},
+	problemNoRoute:        {"urn:rlproxy:problem:no-route", "Not Found", "no route matches this request", http.StatusNotFound},
+	problemBadGateway:     {"urn:rlproxy:problem:bad-gateway", "Bad Gateway", "the upstream could not be reached or failed", http.StatusBadGateway},
+	problemQuotaLimited:   {"urn:rlproxy:problem:rate-limited", "Too Many Requests", "the quota endpoint is asked too often", http.StatusTooManyRequests},
+	problemBodyTimeout:    {"urn:rlproxy:problem:body-timeout", "Request Timeout", "the request body stalled for longer than server.body_timeout", http.StatusRequestTimeout},
+	problemBadRequest:     {"urn:rlproxy:problem:bad-request", "Bad Request", "the request body is malformed", http.StatusBadRequest},
+	problemMethod:         {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "TRACE and CONNECT are not forwarded", http.StatusMethodNotAllowed},
+	problemGatewayTimeout: {"urn:rlproxy:problem:gateway-timeout", "Gateway Timeout", "the upstream did not answer in time", http.StatusGatewayTimeout},
 }
 
 // writeProblem is the one place rlproxy answers in its own name. For

@@ -43,12 +43,14 @@ type Server struct {
 	refusal atomic.Pointer[logging.RefusalSampler]
 	waiting atomic.Int64 // requests currently held in delay
 	results sync.Pool    // *policy.Result
+	writers sync.Pool    // *finalWriter
 }
 
 // New returns a Server serving rt.
 func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 	s := &Server{metrics: m, log: log}
 	s.results.New = func() any { return new(policy.Result) }
+	s.writers.New = func() any { return new(finalWriter) }
 	s.Swap(rt)
 	return s
 }
@@ -82,17 +84,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveQuota(w, r, rt, ip)
 		return
 	}
+	if r.Method == http.MethodTrace || r.Method == http.MethodConnect {
+		// Never forwarded, as nginx: TRACE would echo the client's
+		// cookies and credentials back; CONNECT is a forward proxy's.
+		w.Header()["Allow"] = allowed
+		writeProblem(w, r, problemMethod, nil, nil)
+		return
+	}
+	closeAfterFraming(w, r)
 	route := rt.Limiter.Match(r)
 	if route == nil {
 		writeProblem(w, r, problemNoRoute, nil, nil)
 		return
 	}
 	up := rt.upstreams[route.Name]
-	if t := rt.Config.Server.BodyTimeout; t > 0 && r.Body != nil && r.Body != http.NoBody {
-		r = withIdleTimeoutBody(w, r, t)
+	if r.Body != nil && r.Body != http.NoBody {
+		r = withClientBody(w, r, rt.Config.Server.BodyTimeout)
 	}
 	if !route.Limited() {
-		up.plain.ServeHTTP(w, r)
+		s.forward(up.plain, w, r, 0, nil)
 		return
 	}
 
@@ -114,7 +124,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, problemRateLimited, rt, res)
 		return
 	}
-	setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
+	// The quota headers go on the final response (finalWriter), not on
+	// a 1xx before it.
 	// Leases are held from the decision on: renewed through a leaky-bucket
 	// wait too, and released even when the request is refused for waiting
 	// too long or the client leaves during its wait.
@@ -126,8 +137,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if res.Wait > 0 && !s.wait(w, r, rt, route, ip, res) {
 		return
 	}
-	up.limited.ServeHTTP(w, r)
+	s.forward(up.limited, w, r, rt.Config.Response.Headers, res)
 }
+
+// allowed is the Allow header of a 405 for TRACE or CONNECT (RFC 9110 §15.5.6).
+var allowed = []string{"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"}
+
+// closeAfterFraming closes the client connection after the response to a
+// request whose framing RFC 9112 §6.1 makes suspect: one with
+// Transfer-Encoding (net/http has already dropped a Content-Length sent
+// with it, so both together are indistinguishable from chunked alone), and
+// any HTTP/1.0 request (net/http ignores Transfer-Encoding there and reads
+// no body, so a chunked body's bytes would be taken for the next request).
+// No leftover byte is then ever read as another request — the smuggling
+// gadget behind a front end that trusts Content-Length. nginx answers 400
+// to both; telling them apart needs the raw request head, which net/http
+// does not keep. Cost: one new connection per chunked upload and per
+// HTTP/1.0 keep-alive request; nothing for the rest.
+func closeAfterFraming(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0) {
+		w.Header()["Connection"] = closeConn
+	}
+}
+
+var closeConn = []string{"close"}
 
 // wait holds the request for res.Wait (leaky-bucket shaping, nginx
 // limit_req without nodelay). It returns false when the request must not be
@@ -152,14 +185,14 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, rt *Runtime, route
 			}
 			s.metrics.ShapingRefusal(route.Name, which)
 		}
-		// The quota headers were set before the wait: describe the state
-		// without this request again (a peek after the refund).
+		// Describe the state without this request (a peek after the
+		// refund), or the decision's if the peek fails.
 		peek := s.results.Get().(*policy.Result)
 		defer s.results.Put(peek)
 		if rt.Limiter.Peek(r.Context(), route, r, ip, peek) == nil {
 			res = peek
-			setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
 		}
+		setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
 		res.RetryAfter = d.Milliseconds()
 		writeProblem(w, r, problemQueueFull, rt, res)
 		return false

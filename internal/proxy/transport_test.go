@@ -132,7 +132,7 @@ func TestTransportConnectionClose(t *testing.T) {
 	getSequential(t, up, 4, "bye", 4)
 }
 
-// response_header_timeout bounds the wait for the upstream's header (502),
+// response_header_timeout bounds the wait for the upstream's header (504 gateway-timeout, as nginx),
 // and the connection it gave up on is not reused.
 func TestTransportResponseHeaderTimeout(t *testing.T) {
 	release := make(chan struct{})
@@ -154,8 +154,8 @@ func TestTransportResponseHeaderTimeout(t *testing.T) {
 	t0 := time.Now()
 	code, body := get(t, px.Client(), http.MethodGet, px.URL+"/slow")
 	took := time.Since(t0)
-	if code != http.StatusBadGateway || !strings.Contains(body, "bad-gateway") {
-		t.Errorf("slow: %d %q, want 502 problem", code, body)
+	if code != http.StatusGatewayTimeout || !strings.Contains(body, "gateway-timeout") {
+		t.Errorf("slow: %d %q, want 504 gateway-timeout problem", code, body)
 	}
 	if took < 300*time.Millisecond || took > 2*time.Second {
 		t.Errorf("slow answered after %v, want 300ms..2s", took)

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,9 +52,13 @@ func NewRuntime(cfg *config.Config, limiter *policy.Limiter, m *metrics.Metrics,
 			rt.upstreams[route.Name] = &upstream{plain: echoHandler{ri}, limited: echoHandler{ri}}
 			continue
 		}
-		var errs prometheus.Counter
+		var errs errCounters
 		if m != nil {
-			errs = m.UpstreamErrors(route.Name)
+			errs = errCounters{
+				upstream:   m.UpstreamErrors(route.Name),
+				timeout:    m.ProxyErrors(route.Name, metrics.ReasonUpstreamTimeout),
+				clientBody: m.ProxyErrors(route.Name, metrics.ReasonClientBody),
+			}
 		}
 		tr := transports[route.Upstream]
 		rt.upstreams[route.Name] = &upstream{
@@ -144,8 +150,21 @@ const (
 	protoHTTPS = "https"
 )
 
-func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs prometheus.Counter, log *slog.Logger, limited bool) *httputil.ReverseProxy {
+// errCounters are one route's counters of the answers rlproxy gives
+// instead of the upstream's (all nil without metrics).
+type errCounters struct{ upstream, timeout, clientBody prometheus.Counter }
+
+func inc(c prometheus.Counter) {
+	if c != nil {
+		c.Inc()
+	}
+}
+
+func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, log *slog.Logger, limited bool) *httputil.ReverseProxy {
 	target := u.URL
+	// The upstream URL's path, before the client's (path "/api/" and
+	// request "/x" make "/api/x", as httputil joins them).
+	base := strings.TrimSuffix(target.EscapedPath(), "/")
 	rp := &httputil.ReverseProxy{
 		Transport:  tr,
 		BufferPool: newBufferPool(),
@@ -156,46 +175,64 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 		FlushInterval: 0,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
+			setRequestTarget(pr, target, base)
 			pr.Out.Host = pr.In.Host
 			// X-Forwarded-For per CONFIG-SPEC: a trusted peer's chain plus the
 			// peer; an untrusted peer alone (its own header is dropped, so a
 			// client cannot forge its way into the upstream's logs).
+			// X-Real-IP is the client address real_ip resolved, never
+			// the client's own value (nginx: proxy_set_header X-Real-IP
+			// $remote_addr after real_ip).
 			peer := peerAddr(pr.In.RemoteAddr)
-			// One backing array for the three values (one allocation);
+			// One backing array for the four values (one allocation);
 			// each slice is capped so an append elsewhere copies.
 			proto := protoHTTP
 			if pr.In.TLS != nil {
 				proto = protoHTTPS
 			}
-			v := &[3]string{ri.ForwardedFor(peer, pr.In.Header), pr.In.Host, proto}
+			client := ri.ClientIP(peer, pr.In.Header)
+			v := &[4]string{ri.ForwardedFor(peer, pr.In.Header), pr.In.Host, proto}
 			pr.Out.Header["X-Forwarded-For"] = v[0:1:1]
 			pr.Out.Header["X-Forwarded-Host"] = v[1:2:2]
 			pr.Out.Header["X-Forwarded-Proto"] = v[2:3:3]
+			delete(pr.Out.Header, "X-Real-Ip")
+			if client.IsValid() {
+				v[3] = client.String()
+				pr.Out.Header["X-Real-Ip"] = v[3:4:4]
+			}
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if bodyTimedOut(r) { // the client stalled (its read also cancelled the context)
+			switch {
+			case bodyTimedOut(r): // the client stalled (its read also cancelled the context)
 				w.Header()["Connection"] = []string{"close"} // the rest of the body never comes
 				writeProblem(w, r, problemBodyTimeout, nil, nil)
-				return
-			}
-			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+			case bodyFailed(r): // a malformed body: the client's error, not the upstream's
+				inc(errs.clientBody)
+				w.Header()["Connection"] = []string{"close"} // its framing cannot be trusted
+				writeProblem(w, r, problemBadRequest, nil, nil)
+			case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 				// The client went away: nobody to answer, not the upstream's fault.
-				return
+			case isTimeout(err):
+				inc(errs.timeout)
+				if log != nil {
+					log.Warn("upstream timeout", "upstream", u.Name, "path", r.URL.Path, "err", err)
+				}
+				writeProblem(w, r, problemGatewayTimeout, nil, nil)
+			default:
+				inc(errs.upstream)
+				if log != nil {
+					log.Warn("upstream error", "upstream", u.Name, "path", r.URL.Path, "err", err)
+				}
+				writeProblem(w, r, problemBadGateway, nil, nil)
 			}
-			if errs != nil {
-				errs.Inc()
-			}
-			if log != nil {
-				log.Warn("upstream error", "upstream", u.Name, "path", r.URL.Path, "err", err)
-			}
-			writeProblem(w, r, problemBadGateway, nil, nil)
 		},
 	}
 	rp.ModifyResponse = func(resp *http.Response) error {
-		// An upstream may answer a body cut short by server.body_timeout
-		// before the transport notices: the client still gets its 408.
-		if bodyTimedOut(resp.Request) {
-			return errBodyTimeout
+		// An upstream may answer a body cut short by server.body_timeout,
+		// or a malformed one, before the transport notices: the client
+		// still gets its 408 or 400.
+		if bodyTimedOut(resp.Request) || bodyFailed(resp.Request) {
+			return errClientBody
 		}
 		if limited {
 			stripQuotaHeaders(resp.Header)
@@ -205,6 +242,38 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 	return rp
 }
 
-// errBodyTimeout makes ReverseProxy hand a response to ErrorHandler when
-// the client's body stalled (server.body_timeout).
-var errBodyTimeout = errors.New("request body stalled past server.body_timeout")
+// setRequestTarget makes the outgoing request line's path and query the
+// client's own bytes (the request-target as received, after the upstream
+// URL's path and query), as nginx proxy_pass without a URI passes them:
+// ReverseProxy would drop a query it cannot parse (a ';', a bad escape)
+// and re-encode the rest in sorted order, and url.URL re-escapes a path.
+// A request-target not in origin form (absolute form, "*") keeps the
+// parsed URL's form.
+func setRequestTarget(pr *httputil.ProxyRequest, target *url.URL, base string) {
+	raw := pr.In.RequestURI
+	if raw == "" || raw[0] != '/' {
+		return
+	}
+	path, query, hasQuery := strings.Cut(raw, "?")
+	out := pr.Out.URL
+	switch {
+	case target.RawQuery == "":
+		out.RawQuery = query
+	case query == "":
+		out.RawQuery = target.RawQuery
+	default:
+		out.RawQuery = target.RawQuery + "&" + query
+	}
+	out.ForceQuery = hasQuery && out.RawQuery == ""
+	if base == "" && strings.HasPrefix(path, "//") {
+		// An Opaque "//x" would be written as "http://x": keep the
+		// escaped form instead (EscapedPath returns it when valid).
+		out.Path, out.RawPath = pr.In.URL.Path, path
+		return
+	}
+	out.Opaque = base + path
+}
+
+// errClientBody makes ReverseProxy hand a response to ErrorHandler when
+// the client's body stalled (server.body_timeout) or was malformed.
+var errClientBody = errors.New("request body stalled past server.body_timeout or malformed")
