@@ -170,7 +170,55 @@ type Upstream struct {
 	// CAFile verifies an https upstream (PEM); empty uses the system roots.
 	CAFile                string
 	ResponseHeaderTimeout time.Duration // default 30s
+
+	// Host is the Host header sent upstream: "" (`host: client`, the
+	// default: the client's), HostUpstream (the server URL's host[:port],
+	// nginx's default) or a literal host[:port] (upstream_fields.go).
+	Host string
+	// TLSServerName is the SNI name and the name the certificate must
+	// carry for an https upstream; "" = the URL's host.
+	TLSServerName string
+	// Protocol is what an http:// upstream is spoken to in: "" (`protocol:
+	// http1`, the default) or ProtocolH2C (HTTP/2 with prior knowledge).
+	Protocol string
+	// RequestHeaders edit the request sent upstream; ResponseHeaders the
+	// upstream's response before the client gets it.
+	RequestHeaders, ResponseHeaders HeaderRules
 }
+
+// Values of Upstream.Host and Upstream.Protocol other than a literal host.
+const (
+	HostClient    = "client"
+	HostUpstream  = "upstream"
+	ProtocolHTTP1 = "http1"
+	ProtocolH2C   = "h2c"
+)
+
+// HeaderRules are one direction's header edits of an upstream: Remove
+// first, then Set (each replaces every value of its name).
+type HeaderRules struct {
+	Set    []HeaderValue
+	Remove []string // canonical names
+}
+
+// HeaderValue is one header an upstream's rules set. A value read from
+// the environment (set_env) is a secret: Secret marks it, String hides it.
+type HeaderValue struct {
+	Name   string // canonical (textproto.CanonicalMIMEHeaderKey)
+	Value  string
+	Secret bool
+}
+
+// String is the header as a log line may show it: a secret's value hidden.
+func (h HeaderValue) String() string {
+	if h.Secret {
+		return h.Name + ": [set_env]"
+	}
+	return h.Name + ": " + h.Value
+}
+
+// Empty reports whether r edits nothing.
+func (r HeaderRules) Empty() bool { return len(r.Set) == 0 && len(r.Remove) == 0 }
 
 // FailMode is what a policy does when the store cannot decide.
 type FailMode uint8

@@ -529,7 +529,8 @@ func (l *loader) quotaEndpoint(o object) {
 func (l *loader) upstream(e entry) *Upstream {
 	path := join("upstreams", e.name)
 	u := &Upstream{Name: e.name, ResponseHeaderTimeout: 30 * time.Second}
-	o := l.object(e.val, path, e.key.Line, "url", "builtin", "ca_file", "response_header_timeout")
+	o := l.object(e.val, path, e.key.Line, "url", "builtin", "ca_file", "response_header_timeout",
+		"host", "tls_server_name", "protocol", "request_headers", "response_headers")
 	switch {
 	case o.bad:
 	case o.has("url") && o.has("builtin"):
@@ -567,5 +568,6 @@ func (l *loader) upstream(e entry) *Upstream {
 			u.ResponseHeaderTimeout = v
 		}
 	}
+	l.upstreamFields(o, u)
 	return u
 }

@@ -117,10 +117,18 @@ func newTransport(u *config.Upstream) (*directTransport, error) {
 		if err != nil {
 			return nil, err
 		}
-		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: u.TLSServerName}
 		tr.ForceAttemptHTTP2 = true
 	}
-	return newDirectTransport(u.URL, tr), nil
+	dt := newDirectTransport(u.URL, tr)
+	if u.Protocol == config.ProtocolH2C {
+		// HTTP/2 with prior knowledge on every connection (RFC 9113
+		// §3.3); the direct path speaks HTTP/1.1 only.
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+		dt.bypass = true
+	}
+	return dt, nil
 }
 
 // copyBufSize is the size of the response copy buffers (io.Copy's default).
@@ -165,6 +173,7 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 	// The upstream URL's path, before the client's (path "/api/" and
 	// request "/x" make "/api/x", as httputil joins them).
 	base := strings.TrimSuffix(target.EscapedPath(), "/")
+	reqEdit, respEdit := newHeaderEdit(u.RequestHeaders), newHeaderEdit(u.ResponseHeaders)
 	rp := &httputil.ReverseProxy{
 		Transport:  tr,
 		BufferPool: newBufferPool(),
@@ -176,7 +185,14 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			setRequestTarget(pr, target, base)
-			pr.Out.Host = pr.In.Host
+			switch u.Host {
+			case config.HostClient, "":
+				pr.Out.Host = pr.In.Host
+			case config.HostUpstream:
+				pr.Out.Host = target.Host
+			default:
+				pr.Out.Host = u.Host
+			}
 			// X-Forwarded-For per CONFIG-SPEC: a trusted peer's chain plus the
 			// peer; an untrusted peer alone (its own header is dropped, so a
 			// client cannot forge its way into the upstream's logs).
@@ -200,6 +216,7 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 				v[3] = client.String()
 				pr.Out.Header["X-Real-Ip"] = v[3:4:4]
 			}
+			reqEdit.apply(pr.Out.Header)
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			switch {
@@ -237,6 +254,7 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 		if limited {
 			stripQuotaHeaders(resp.Header)
 		}
+		respEdit.apply(resp.Header)
 		return nil
 	}
 	return rp
