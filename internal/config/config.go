@@ -88,6 +88,27 @@ type Server struct {
 	MaxWaiting int
 	// MaxWait caps one request's delay (default 30s); a longer wait is refused.
 	MaxWait time.Duration
+
+	// H2C accepts HTTP/2 with prior knowledge on a plain listener, next
+	// to HTTP/1.1 (default false; server_proxy.go).
+	H2C bool
+	// StreamIdleTimeout is the longest a gRPC client may leave between
+	// two messages of its stream (0 = none, the default); body_timeout
+	// does not apply to gRPC requests, whose streams may rightly be quiet.
+	StreamIdleTimeout time.Duration
+	// ProxyProtocol, when set, reads PROXY protocol v1/v2 headers from
+	// trusted peers on the public listener.
+	ProxyProtocol *ProxyProtocol
+}
+
+// ProxyProtocol is `server.proxy_protocol`.
+type ProxyProtocol struct {
+	// Trusted are the peers whose PROXY header is read; a connection from
+	// any other peer that starts with one is closed.
+	Trusted []netip.Prefix
+	// Required (default true) closes a trusted peer's connection that
+	// does not start with a PROXY header.
+	Required bool
 }
 
 // Store selects and configures where limiter state lives.

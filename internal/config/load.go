@@ -209,7 +209,8 @@ func (l *loader) top(root *yaml.Node) {
 	}
 	l.log(l.object(o.get("log"), "log", o.line, "level", "format", "refusals_per_second"))
 	l.server(l.object(o.get("server"), "server", o.line, "read_header_timeout", "idle_timeout",
-		"body_timeout", "max_header_bytes", "shutdown_timeout", "max_waiting", "max_wait"))
+		"body_timeout", "max_header_bytes", "shutdown_timeout", "max_waiting", "max_wait",
+		"h2c", "stream_idle_timeout", "proxy_protocol"))
 	l.store(l.object(o.get("store"), "store", keyLine(o, "store"), "type", "max_keys", "valkey", "breaker", "key_hash_secret_env"))
 	l.realIP(l.object(o.get("real_ip"), "real_ip", o.line, "header", "trusted_proxies", "recursive"))
 	if n := o.get("jwt"); n != nil {
@@ -333,6 +334,7 @@ func (l *loader) server(o object) {
 			s.MaxWaiting = int(v)
 		}
 	}
+	l.serverProxy(o)
 }
 
 // store decodes `store:`. Valkey secrets are read only when the Valkey

@@ -99,7 +99,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	up := rt.upstreams[route.Name]
 	if r.Body != nil && r.Body != http.NoBody {
-		r = withClientBody(w, r, rt.Config.Server.BodyTimeout)
+		t := rt.Config.Server.BodyTimeout
+		if isGRPC(r) { // a stream's messages may rightly pause
+			t = rt.Config.Server.StreamIdleTimeout
+		}
+		r = withClientBody(w, r, t)
 	}
 	if !route.Limited() {
 		s.forward(up.plain, w, r, 0, nil)

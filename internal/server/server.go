@@ -151,11 +151,13 @@ func (a *App) Start() error {
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+		Protocols:         publicProtocols(cfg),
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	ln = withProxyProtocol(ln, cfg.Server.ProxyProtocol)
 	if cfg.TLS != nil {
 		if err := a.loadCert(cfg.TLS); err != nil {
 			ln.Close()
