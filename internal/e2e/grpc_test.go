@@ -244,3 +244,63 @@ func grpcCalls(t *testing.T, c testgrpc.TestServiceClient, svc *grpcService) {
 		t.Errorf("upstream served %d limited calls, want 2", n)
 	}
 }
+
+// TestGRPCConcurrencyLease: a `concurrency` lease is held for a bidi
+// stream's whole life: with limit 1, a second stream is refused
+// (ResourceExhausted) while the first is open, even quiet, and a third is
+// served once the first has ended.
+func TestGRPCConcurrencyLease(t *testing.T) {
+	_, upAddr := startGRPCUpstream(t, nil)
+	in := rlproxytest.Start(t, fmt.Sprintf(`
+server: { h2c: true }
+upstreams: { g: { url: "http://%s", protocol: h2c } }
+policies: { one: { algorithm: concurrency, limit: 1, key: ip } }
+routes: [ { name: r, upstream: g, policies: [one] } ]
+`, upAddr))
+	cc, err := grpc.NewClient(strings.TrimPrefix(in.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := testgrpc.NewTestServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	echo := func(s testgrpc.TestService_FullDuplexCallClient, msg string) error {
+		if err := s.Send(&testgrpc.StreamingOutputCallRequest{Payload: &testgrpc.Payload{Body: []byte(msg)}}); err != nil {
+			return err
+		}
+		_, err := s.Recv()
+		return err
+	}
+	first, err := c.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := echo(first, "a"); err != nil {
+		t.Fatalf("first stream: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // quiet, still open
+	second, err := c.FullDuplexCall(ctx)
+	if err == nil {
+		err = echo(second, "b")
+	}
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("second stream while the first is open: %v, want ResourceExhausted", err)
+	}
+	if err := first.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("first stream end: %v", err)
+	}
+	// The lease is released when rlproxy's handler returns, just after
+	// the client saw the end: retry briefly.
+	e2eWaitFor(t, 20*time.Millisecond, "a stream after the first ended", func() bool {
+		third, err := c.FullDuplexCall(ctx)
+		if err == nil {
+			err = echo(third, "c")
+			_ = third.CloseSend()
+		}
+		return err == nil
+	})
+}
