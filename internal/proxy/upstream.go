@@ -213,7 +213,10 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 			pr.Out.Header["X-Forwarded-Proto"] = v[2:3:3]
 			delete(pr.Out.Header, "X-Real-Ip")
 			if client.IsValid() {
-				v[3] = client.String()
+				v[3] = v[0] // the peer alone (the common case): no second string
+				if client != peer || strings.IndexByte(v[0], ',') >= 0 {
+					v[3] = client.String()
+				}
 				pr.Out.Header["X-Real-Ip"] = v[3:4:4]
 			}
 			reqEdit.apply(pr.Out.Header)
