@@ -304,3 +304,42 @@ routes: [ { name: r, upstream: g, policies: [one] } ]
 		return err == nil
 	})
 }
+
+// TestGRPCStreamIdleTimeout: server.stream_idle_timeout bounds a gRPC
+// client's pause between two messages: a bidi stream quiet for 1.5 s
+// under a 500 ms bound is ended, while one that keeps talking is not.
+func TestGRPCStreamIdleTimeout(t *testing.T) {
+	_, upAddr := startGRPCUpstream(t, nil)
+	in := rlproxytest.Start(t, fmt.Sprintf(`
+server: { h2c: true, stream_idle_timeout: 500ms }
+upstreams: { g: { url: "http://%s", protocol: h2c } }
+routes: [ { name: r, upstream: g } ]
+`, upAddr))
+	cc, err := grpc.NewClient(strings.TrimPrefix(in.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := testgrpc.NewTestServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := c.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed error
+	for i, pause := range []time.Duration{0, 200 * time.Millisecond, 200 * time.Millisecond, 1500 * time.Millisecond} {
+		time.Sleep(pause)
+		if err := s.Send(&testgrpc.StreamingOutputCallRequest{Payload: &testgrpc.Payload{Body: []byte("m")}}); err != nil {
+			failed = err
+		} else if _, err := s.Recv(); err != nil {
+			failed = err
+		}
+		if i < 3 && failed != nil {
+			t.Fatalf("message %d after %v: %v", i, pause, failed)
+		}
+	}
+	if failed == nil {
+		t.Error("a stream quiet for 1.5 s survived stream_idle_timeout 500ms")
+	}
+}
