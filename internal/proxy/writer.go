@@ -13,7 +13,7 @@ import (
 // through. It touches the final response only, never a 1xx (an interim
 // response's header map is cleared by ReverseProxy after it goes out, so
 // anything set before it would reach the 103 and be missing from the 200):
-//   - a limited route's quota headers go on the final response (CONFIG-SPEC:
+//   - a limited route's quota headers go on the final response (docs/CONTRACT.md:
 //     every response of a limited route carries them), and on a 101 that
 //     switches protocols, which is the exchange's last HTTP response;
 //   - a final response without Content-Type keeps none: net/http would
