@@ -343,3 +343,74 @@ routes: [ { name: r, upstream: g } ]
 		t.Error("a stream quiet for 1.5 s survived stream_idle_timeout 500ms")
 	}
 }
+
+// slowService answers UnaryCall after 2 s (no response header before).
+type slowService struct{ testgrpc.UnimplementedTestServiceServer }
+
+func (slowService) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(2 * time.Second):
+	}
+	return &testgrpc.SimpleResponse{}, nil
+}
+
+// TestGRPCOwnAnswers: rlproxy's own answers to gRPC calls are gRPC
+// statuses with its messages: no route → Unimplemented, an unreachable
+// upstream → Unavailable, an upstream past response_header_timeout →
+// DeadlineExceeded.
+func TestGRPCOwnAnswers(t *testing.T) {
+	srv := grpc.NewServer()
+	testgrpc.RegisterTestServiceServer(srv, slowService{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close() // nothing listens there any more
+	in := rlproxytest.Start(t, fmt.Sprintf(`
+server: { h2c: true }
+upstreams:
+  slow: { url: "http://%s", protocol: h2c, response_header_timeout: 300ms }
+  dead: { url: "http://%s", protocol: h2c }
+routes:
+  - { name: slow, upstream: slow, match: { path_prefix: /grpc.testing.TestService/UnaryCall } }
+  - { name: dead, upstream: dead, match: { path_prefix: /grpc.testing.TestService/EmptyCall } }
+`, ln.Addr(), deadAddr))
+	cc, err := grpc.NewClient(strings.TrimPrefix(in.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := testgrpc.NewTestServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type answer struct {
+		what string
+		err  error
+		code codes.Code
+		msg  string
+	}
+	_, slowErr := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+	_, deadErr := c.EmptyCall(ctx, &testgrpc.Empty{})
+	s, noRouteErr := c.StreamingInputCall(ctx)
+	if noRouteErr == nil {
+		_, noRouteErr = s.CloseAndRecv()
+	}
+	want := []answer{
+		{"slow upstream", slowErr, codes.DeadlineExceeded, "the upstream did not answer in time"},
+		{"unreachable upstream", deadErr, codes.Unavailable, "the upstream could not be reached or failed"},
+		{"no route", noRouteErr, codes.Unimplemented, "no route matches this request"},
+	}
+	for _, w := range want {
+		if st := status.Convert(w.err); st.Code() != w.code || st.Message() != w.msg {
+			t.Errorf("%s: %v %q, want %v %q", w.what, st.Code(), st.Message(), w.code, w.msg)
+		}
+	}
+}
