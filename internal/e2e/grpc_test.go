@@ -345,7 +345,9 @@ routes: [ { name: r, upstream: g } ]
 }
 
 // slowService answers UnaryCall after 2 s (no response header before).
-type slowService struct{ testgrpc.UnimplementedTestServiceServer }
+type slowService struct {
+	testgrpc.UnimplementedTestServiceServer
+}
 
 func (slowService) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	select {
