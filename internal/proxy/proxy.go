@@ -84,14 +84,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveQuota(w, r, rt, ip)
 		return
 	}
-	if r.Method == http.MethodTrace || r.Method == http.MethodConnect {
-		// Never forwarded, as nginx: TRACE would echo the client's
-		// cookies and credentials back; CONNECT is a forward proxy's.
-		w.Header()["Allow"] = allowed
-		writeProblem(w, r, problemMethod, nil, nil)
+	if !screen(w, r) {
 		return
 	}
-	closeAfterFraming(w, r)
 	route := rt.Limiter.Match(r)
 	if route == nil {
 		writeProblem(w, r, problemNoRoute, nil, nil)
@@ -142,6 +137,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.forward(up.limited, w, r, rt.Config.Response.Headers, res)
+}
+
+// screen answers TRACE and CONNECT with 405 — never forwarded, as nginx:
+// TRACE would echo the client's cookies and credentials back, CONNECT is a
+// forward proxy's — and reports whether r may go on; see also
+// closeAfterFraming.
+func screen(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodTrace || r.Method == http.MethodConnect {
+		w.Header()["Allow"] = allowed
+		writeProblem(w, r, problemMethod, nil, nil)
+		return false
+	}
+	closeAfterFraming(w, r)
+	return true
 }
 
 // allowed is the Allow header of a 405 for TRACE or CONNECT (RFC 9110 §15.5.6).

@@ -169,12 +169,9 @@ func inc(c prometheus.Counter) {
 }
 
 func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, log *slog.Logger, limited bool) *httputil.ReverseProxy {
-	target := u.URL
-	// The upstream URL's path, before the client's (path "/api/" and
-	// request "/x" make "/api/x", as httputil joins them).
-	base := strings.TrimSuffix(target.EscapedPath(), "/")
-	reqEdit, respEdit := newHeaderEdit(u.RequestHeaders), newHeaderEdit(u.ResponseHeaders)
-	rp := &httputil.ReverseProxy{
+	rw := newRewriter(u, ri)
+	respEdit := newHeaderEdit(u.ResponseHeaders)
+	return &httputil.ReverseProxy{
 		Transport:  tr,
 		BufferPool: newBufferPool(),
 		// 0: ReverseProxy still flushes every write of streamed responses
@@ -182,85 +179,111 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 		// length is written through the server's buffer. (-1 would flush
 		// every response after every write and arm a timer per request.)
 		FlushInterval: 0,
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			setRequestTarget(pr, target, base)
-			switch u.Host {
-			case config.HostClient, "":
-				pr.Out.Host = pr.In.Host
-			case config.HostUpstream:
-				pr.Out.Host = target.Host
-			default:
-				pr.Out.Host = u.Host
-			}
-			// X-Forwarded-For per CONFIG-SPEC: a trusted peer's chain plus the
-			// peer; an untrusted peer alone (its own header is dropped, so a
-			// client cannot forge its way into the upstream's logs).
-			// X-Real-IP is the client address real_ip resolved, never
-			// the client's own value (nginx: proxy_set_header X-Real-IP
-			// $remote_addr after real_ip).
-			peer := peerAddr(pr.In.RemoteAddr)
-			// One backing array for the four values (one allocation);
-			// each slice is capped so an append elsewhere copies.
-			proto := protoHTTP
-			if pr.In.TLS != nil {
-				proto = protoHTTPS
-			}
-			client := ri.ClientIP(peer, pr.In.Header)
-			v := &[4]string{ri.ForwardedFor(peer, pr.In.Header), pr.In.Host, proto}
-			pr.Out.Header["X-Forwarded-For"] = v[0:1:1]
-			pr.Out.Header["X-Forwarded-Host"] = v[1:2:2]
-			pr.Out.Header["X-Forwarded-Proto"] = v[2:3:3]
-			delete(pr.Out.Header, "X-Real-Ip")
-			if client.IsValid() {
-				v[3] = v[0] // the peer alone (the common case): no second string
-				if client != peer || strings.IndexByte(v[0], ',') >= 0 {
-					v[3] = client.String()
-				}
-				pr.Out.Header["X-Real-Ip"] = v[3:4:4]
-			}
-			reqEdit.apply(pr.Out.Header)
-		},
+		Rewrite:       rw.rewrite,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			switch {
-			case bodyTimedOut(r): // the client stalled (its read also cancelled the context)
-				w.Header()["Connection"] = []string{"close"} // the rest of the body never comes
-				writeProblem(w, r, problemBodyTimeout, nil, nil)
-			case bodyFailed(r): // a malformed body: the client's error, not the upstream's
-				inc(errs.clientBody)
-				w.Header()["Connection"] = []string{"close"} // its framing cannot be trusted
-				writeProblem(w, r, problemBadRequest, nil, nil)
-			case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-				// The client went away: nobody to answer, not the upstream's fault.
-			case isTimeout(err):
-				inc(errs.timeout)
-				if log != nil {
-					log.Warn("upstream timeout", "upstream", u.Name, "path", r.URL.Path, "err", err)
-				}
-				writeProblem(w, r, problemGatewayTimeout, nil, nil)
-			default:
-				inc(errs.upstream)
-				if log != nil {
-					log.Warn("upstream error", "upstream", u.Name, "path", r.URL.Path, "err", err)
-				}
-				writeProblem(w, r, problemBadGateway, nil, nil)
+			answerError(w, r, err, u.Name, errs, log)
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			// An upstream may answer a body cut short by
+			// server.body_timeout, or a malformed one, before the
+			// transport notices: the client still gets its 408 or 400.
+			if bodyTimedOut(resp.Request) || bodyFailed(resp.Request) {
+				return errClientBody
 			}
+			if limited {
+				stripQuotaHeaders(resp.Header)
+			}
+			respEdit.apply(resp.Header)
+			return nil
 		},
 	}
-	rp.ModifyResponse = func(resp *http.Response) error {
-		// An upstream may answer a body cut short by server.body_timeout,
-		// or a malformed one, before the transport notices: the client
-		// still gets its 408 or 400.
-		if bodyTimedOut(resp.Request) || bodyFailed(resp.Request) {
-			return errClientBody
-		}
-		if limited {
-			stripQuotaHeaders(resp.Header)
-		}
-		respEdit.apply(resp.Header)
-		return nil
+}
+
+// rewriter builds the request sent to one upstream.
+type rewriter struct {
+	u      *config.Upstream
+	target *url.URL
+	// base is the upstream URL's path, before the client's (path "/api/"
+	// and request "/x" make "/api/x", as httputil joins them).
+	base    string
+	ri      *realip.Resolver
+	reqEdit headerEdit
+}
+
+func newRewriter(u *config.Upstream, ri *realip.Resolver) *rewriter {
+	return &rewriter{u: u, target: u.URL, base: strings.TrimSuffix(u.URL.EscapedPath(), "/"),
+		ri: ri, reqEdit: newHeaderEdit(u.RequestHeaders)}
+}
+
+// rewrite is ReverseProxy's Rewrite: the client's request line, the Host
+// upstreams.NAME.host names, the forwarding headers, request_headers.
+func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(rw.target)
+	setRequestTarget(pr, rw.target, rw.base)
+	switch rw.u.Host {
+	case config.HostClient, "":
+		pr.Out.Host = pr.In.Host
+	case config.HostUpstream:
+		pr.Out.Host = rw.target.Host
+	default:
+		pr.Out.Host = rw.u.Host
 	}
-	return rp
+	// X-Forwarded-For per docs/CONTRACT.md: a trusted peer's chain plus
+	// the peer; an untrusted peer alone (its own header is dropped, so a
+	// client cannot forge its way into the upstream's logs). X-Real-IP is
+	// the client address real_ip resolved, never the client's own value
+	// (nginx: proxy_set_header X-Real-IP $remote_addr after real_ip).
+	peer := peerAddr(pr.In.RemoteAddr)
+	proto := protoHTTP
+	if pr.In.TLS != nil {
+		proto = protoHTTPS
+	}
+	client := rw.ri.ClientIP(peer, pr.In.Header)
+	// One backing array for the four values (one allocation); each slice
+	// is capped so an append elsewhere copies.
+	v := &[4]string{rw.ri.ForwardedFor(peer, pr.In.Header), pr.In.Host, proto}
+	h := pr.Out.Header
+	h["X-Forwarded-For"] = v[0:1:1]
+	h["X-Forwarded-Host"] = v[1:2:2]
+	h["X-Forwarded-Proto"] = v[2:3:3]
+	delete(h, "X-Real-Ip")
+	if client.IsValid() {
+		v[3] = v[0] // the peer alone (the common case): no second string
+		if client != peer || strings.IndexByte(v[0], ',') >= 0 {
+			v[3] = client.String()
+		}
+		h["X-Real-Ip"] = v[3:4:4]
+	}
+	rw.reqEdit.apply(h)
+}
+
+// answerError is ReverseProxy's ErrorHandler for upstream u: the client's
+// fault (a stalled or malformed body: 408, 400), the client gone (no
+// answer), an upstream timeout (504) or another upstream failure (502).
+func answerError(w http.ResponseWriter, r *http.Request, err error, u string, errs errCounters, log *slog.Logger) {
+	switch {
+	case bodyTimedOut(r): // the client stalled (its read also cancelled the context)
+		w.Header()["Connection"] = closeConn // the rest of the body never comes
+		writeProblem(w, r, problemBodyTimeout, nil, nil)
+	case bodyFailed(r): // a malformed body: the client's error, not the upstream's
+		inc(errs.clientBody)
+		w.Header()["Connection"] = closeConn // its framing cannot be trusted
+		writeProblem(w, r, problemBadRequest, nil, nil)
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away: nobody to answer, not the upstream's fault.
+	case isTimeout(err):
+		inc(errs.timeout)
+		if log != nil {
+			log.Warn("upstream timeout", "upstream", u, "path", r.URL.Path, "err", err)
+		}
+		writeProblem(w, r, problemGatewayTimeout, nil, nil)
+	default:
+		inc(errs.upstream)
+		if log != nil {
+			log.Warn("upstream error", "upstream", u, "path", r.URL.Path, "err", err)
+		}
+		writeProblem(w, r, problemBadGateway, nil, nil)
+	}
 }
 
 // setRequestTarget makes the outgoing request line's path and query the
