@@ -9,6 +9,7 @@ import (
 	"github.com/pires/go-proxyproto"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/framing"
 )
 
 // publicProtocols is what the public listener speaks: HTTP/1.1 always;
@@ -70,4 +71,17 @@ func isTrusted(addr net.Addr, trusted []netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+// withFraming guards a plain listener's connections against ambiguous
+// request framing (package framing: Content-Length with Transfer-Encoding,
+// HTTP/1.0 with Transfer-Encoding and obs-fold get 400, as nginx). A TLS
+// listener is left as it is: net/http negotiates HTTP/2 only on a
+// *tls.Conn, so its connections cannot be wrapped; there the proxy's
+// close-after rule keeps a leftover byte from being read as a request.
+func withFraming(ln net.Listener, cfg *config.Config) net.Listener {
+	if cfg.TLS != nil {
+		return ln
+	}
+	return &framing.Listener{Listener: ln}
 }

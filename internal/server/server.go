@@ -157,7 +157,7 @@ func (a *App) Start() error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	ln = withProxyProtocol(ln, cfg.Server.ProxyProtocol)
+	ln = withFraming(withProxyProtocol(ln, cfg.Server.ProxyProtocol), cfg)
 	if cfg.TLS != nil {
 		if err := a.loadCert(cfg.TLS); err != nil {
 			ln.Close()
