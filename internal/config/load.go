@@ -208,7 +208,7 @@ func (l *loader) top(root *yaml.Node) {
 	l.log(l.object(o.get("log"), "log", o.line, "level", "format", "refusals_per_second", "access"))
 	l.server(l.object(o.get("server"), "server", o.line, "read_header_timeout", "idle_timeout",
 		"body_timeout", "max_header_bytes", "shutdown_timeout", "max_waiting", "max_wait",
-		"write_timeout", "max_connections", "shutdown_delay"))
+		"write_timeout", "max_connections", "shutdown_delay", "h2c", "stream_idle_timeout", "proxy_protocol"))
 	l.store(l.object(o.get("store"), "store", keyLine(o, "store"), "type", "max_keys", "valkey", "breaker", "key_hash_secret_env"))
 	l.realIP(l.object(o.get("real_ip"), "real_ip", o.line, "header", "trusted_proxies", "recursive"))
 	if n := o.get("jwt"); n != nil {
@@ -336,6 +336,7 @@ func (l *loader) server(o object) {
 		}
 	}
 	l.serverLimits(o)
+	l.serverProxy(o)
 }
 
 // store decodes `store:`. Valkey secrets are read only when the Valkey
@@ -559,5 +560,6 @@ func (l *loader) upstream(e entry) *Upstream {
 			u.ResponseHeaderTimeout = v
 		}
 	}
+	l.upstreamFields(o, u)
 	return u
 }

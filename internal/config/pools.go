@@ -26,7 +26,8 @@ var poolFields = []string{"urls", "balance", "hash_key", "max_fails", "fail_time
 
 // upstreamFields are all the fields of an upstream.
 func upstreamFields() []string {
-	return append([]string{"url", "builtin", "ca_file", "response_header_timeout"}, poolFields...)
+	return append([]string{"url", "builtin", "ca_file", "response_header_timeout",
+		"host", "tls_server_name", "protocol", "request_headers", "response_headers"}, poolFields...)
 }
 
 // upstreamURL decodes one server URL: http or https, a host, no query or

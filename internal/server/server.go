@@ -207,6 +207,7 @@ func (a *App) Start() error {
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+		Protocols:         publicProtocols(cfg),
 	}
 	ln, err := a.listenPublic(cfg)
 	if err != nil {
