@@ -97,3 +97,39 @@ log: { level: debug }
 func srvURL(r *http.Request) string {
 	return "http://" + r.Context().Value(http.LocalAddrContextKey).(fmt.Stringer).String()
 }
+
+// TestPoolHostUpstream: with host: upstream on a pool, each server gets its
+// own host:port as Host (the rewrite runs before a server is picked, so the
+// pool sets it per attempt): two virtual hosts that answer only their own
+// name serve every request of a round robin.
+func TestPoolHostUpstream(t *testing.T) {
+	var urls [2]string
+	for i := range urls {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Host != strings.TrimPrefix(srvURL(r), "http://") {
+				http.Error(w, "unknown Host "+r.Host, http.StatusNotFound)
+				return
+			}
+			fmt.Fprint(w, "ok")
+		}))
+		t.Cleanup(srv.Close)
+		urls[i] = srv.URL
+	}
+	in := rlproxytest.Start(t, fmt.Sprintf(`
+upstreams:
+  app: { urls: [%q, %q], host: upstream }
+routes: [{ name: r, upstream: app }]
+`, urls[0], urls[1]))
+	var codes []int
+	for range 6 {
+		resp, err := http.Get(in.URL + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		codes = append(codes, resp.StatusCode)
+	}
+	if fmt.Sprint(codes) != "[200 200 200 200 200 200]" {
+		t.Fatalf("statuses %v, want 6 × 200 (each server its own Host)", codes)
+	}
+}
