@@ -113,11 +113,12 @@ routes:
 	// Failover: the dead master's slots answer again (from the replica)
 	// through rlproxy, for 1 s in a row.
 	// Failover takes ~2-4 s (cluster-node-timeout 1 s); allow for a loaded machine.
-	for give := time.Now().Add(30 * time.Second); topo.Node(ipKey(ips[0])) == dead; time.Sleep(100 * time.Millisecond) {
+	for give := time.Now().Add(45 * time.Second); topo.Node(ipKey(ips[0])) == dead; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(give) {
 			close(stop)
 			wg.Wait()
-			t.Fatal("the replica did not take over the dead master's slots in 30 s")
+			nodes, _ := cl.Nodes[(victim+1)%len(cl.Nodes)].Do(t, "CLUSTER", "NODES").ToString()
+			t.Fatalf("the replica did not take over the dead master's slots in 45 s; CLUSTER NODES:\n%s", nodes)
 		}
 	}
 	failover := time.Since(killed)
