@@ -17,6 +17,9 @@ command -v promtool >/dev/null || need+=(prometheus)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v chromium >/dev/null || need+=(chromium)
 command -v jq >/dev/null || need+=(jq)
+command -v haproxy >/dev/null || need+=(haproxy)
+command -v h2load >/dev/null || need+=(nghttp2-client)
+command -v curl >/dev/null || need+=(curl)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing ${need[*]}"

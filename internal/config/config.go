@@ -120,6 +120,27 @@ type Server struct {
 	// while /readyz answers 503, so load balancers stop sending first
 	// (default 5s; 0 = close at once).
 	ShutdownDelay time.Duration
+
+	// H2C accepts HTTP/2 with prior knowledge on a plain listener, next
+	// to HTTP/1.1 (default false; server_proxy.go).
+	H2C bool
+	// StreamIdleTimeout is the longest a gRPC client may leave between
+	// two messages of its stream (0 = none, the default); body_timeout
+	// does not apply to gRPC requests, whose streams may rightly be quiet.
+	StreamIdleTimeout time.Duration
+	// ProxyProtocol, when set, reads PROXY protocol v1/v2 headers from
+	// trusted peers on the public listener.
+	ProxyProtocol *ProxyProtocol
+}
+
+// ProxyProtocol is `server.proxy_protocol`.
+type ProxyProtocol struct {
+	// Trusted are the peers whose PROXY header is read; a connection from
+	// any other peer that starts with one is closed.
+	Trusted []netip.Prefix
+	// Required (default true) closes a trusted peer's connection that
+	// does not start with a PROXY header.
+	Required bool
 }
 
 // Store selects and configures where limiter state lives.
@@ -209,6 +230,19 @@ type Upstream struct {
 	CAFile                string
 	ResponseHeaderTimeout time.Duration // default 30s
 
+	// Host is the Host header sent upstream: "" (`host: client`, the
+	// default: the client's), HostUpstream (the server URL's host[:port],
+	// nginx's default) or a literal host[:port] (upstream_fields.go).
+	Host string
+	// TLSServerName is the SNI name and the name the certificate must
+	// carry for an https upstream; "" = the URL's host.
+	TLSServerName string
+	// Protocol is what an http:// upstream is spoken to in: "" (`protocol:
+	// http1`, the default) or ProtocolH2C (HTTP/2 with prior knowledge).
+	Protocol string
+	// RequestHeaders edit the request sent upstream; ResponseHeaders the
+	// upstream's response before the client gets it.
+	RequestHeaders, ResponseHeaders HeaderRules
 	// Servers is the pool (pools.go): `url` is a one-server pool, `urls`
 	// lists several; nil when Builtin is set. URL is Servers[0].URL.
 	Servers []UpstreamServer
@@ -249,6 +283,40 @@ type HealthCheck struct {
 	Fails        int           // consecutive failures that mark a server down, default 2
 	Passes       int           // consecutive successes that mark it up, default 2
 }
+
+// Values of Upstream.Host and Upstream.Protocol other than a literal host.
+const (
+	HostClient    = "client"
+	HostUpstream  = "upstream"
+	ProtocolHTTP1 = "http1"
+	ProtocolH2C   = "h2c"
+)
+
+// HeaderRules are one direction's header edits of an upstream: Remove
+// first, then Set (each replaces every value of its name).
+type HeaderRules struct {
+	Set    []HeaderValue
+	Remove []string // canonical names
+}
+
+// HeaderValue is one header an upstream's rules set. A value read from
+// the environment (set_env) is a secret: Secret marks it, String hides it.
+type HeaderValue struct {
+	Name   string // canonical (textproto.CanonicalMIMEHeaderKey)
+	Value  string
+	Secret bool
+}
+
+// String is the header as a log line may show it: a secret's value hidden.
+func (h HeaderValue) String() string {
+	if h.Secret {
+		return h.Name + ": [set_env]"
+	}
+	return h.Name + ": " + h.Value
+}
+
+// Empty reports whether r edits nothing.
+func (r HeaderRules) Empty() bool { return len(r.Set) == 0 && len(r.Remove) == 0 }
 
 // FailMode is what a policy does when the store cannot decide.
 type FailMode uint8

@@ -76,6 +76,10 @@ func (l *loader) serverSection() *section {
 			doc: "Most client connections open at once on the public listener; 0 = derived from the open-file limit."},
 		{name: "shutdown_delay", def: DefaultShutdownDelay.String(), value: l.durationVal(&s.ShutdownDelay, true),
 			doc: "At shutdown, how long /readyz answers 503 before the listener closes (load balancers see it); 0 = none."},
+		{name: "h2c", def: "false", value: l.boolVal(&s.H2C), doc: "Accept cleartext HTTP/2 with prior knowledge on a plain listener, next to HTTP/1.1."},
+		{name: "stream_idle_timeout", def: "0", value: l.durationVal(&s.StreamIdleTimeout, true),
+			doc: "Longest a gRPC client may leave between two messages of its stream (body_timeout does not apply to gRPC); 0 = none."},
+		{name: "proxy_protocol", sub: l.proxyProtocolSection(), doc: "Read PROXY protocol v1/v2 headers from trusted load balancers on the public listener; absent: off."},
 	}}
 }
 
@@ -332,12 +336,13 @@ func (l *loader) upstreamSection(u *Upstream) *section {
 			{name: "ca_file", value: caFile, doc: "PEM CA bundle verifying an https upstream; default the system roots."},
 			{name: "response_header_timeout", def: "30s", value: l.durationVal(&u.ResponseHeaderTimeout, false),
 				doc: "Longest wait for the upstream's response headers; past it the client gets 504."},
-		}, poolFields()...),
+		}, slices.Concat(forwardingFields(), poolFields())...),
 		// The pool before ca_file, which needs the servers' scheme.
 		pre: func(o object) {
 			l.upstreamTarget(o, u)
 			l.pool(o, u)
 		},
+		check: func(o object) { l.upstreamFields(o, u) },
 		extend: func(s schema) {
 			s["type"] = "object"
 			s["oneOf"] = []any{schema{"required": []any{"url"}}, schema{"required": []any{"builtin"}}, schema{"required": []any{"urls"}}}

@@ -21,7 +21,8 @@ import (
 // TestClusterMasterKilled (issue 21): a 3+3 Redis Cluster on loopback, one
 // rlproxy, steady load from 240 clients spread over the three masters'
 // slots; one master is killed. Decisions for keys on the two others keep
-// succeeding (>= 99 %), the breaker opens for the dead node only, its
+// succeeding (>= 99 %), breakers open only for the dead master's slots
+// (the dead node, and at most its replica while it takes over), its
 // keys follow their fail mode (deny: 503) until the replica has taken
 // over and then succeed again, and rlproxy_store_fallback_decisions_total
 // equals the 503s the clients saw.
@@ -113,14 +114,16 @@ routes:
 	// Failover: the dead master's slots answer again (from the replica)
 	// through rlproxy, for 1 s in a row.
 	// Failover takes ~2-4 s (cluster-node-timeout 1 s); allow for a loaded machine.
-	for give := time.Now().Add(30 * time.Second); topo.Node(ipKey(ips[0])) == dead; time.Sleep(100 * time.Millisecond) {
+	for give := time.Now().Add(45 * time.Second); topo.Node(ipKey(ips[0])) == dead; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(give) {
 			close(stop)
 			wg.Wait()
-			t.Fatal("the replica did not take over the dead master's slots in 30 s")
+			nodes, _ := cl.Nodes[(victim+1)%len(cl.Nodes)].Do(t, "CLUSTER", "NODES").ToString()
+			t.Fatalf("the replica did not take over the dead master's slots in 45 s; CLUSTER NODES:\n%s", nodes)
 		}
 	}
 	failover := time.Since(killed)
+	heir := topo.Node(ipKey(ips[0])) // the promoted replica
 	time.Sleep(1500 * time.Millisecond) // rlproxy reads the topology every second
 	afterFailover.Store(true)
 	time.Sleep(time.Second)
@@ -146,8 +149,10 @@ routes:
 		t.Errorf("rlproxy_store_fallback_decisions_total{mode=closed} = %v, clients saw %v 503s", closed, want)
 	}
 	for _, line := range strings.Split(f.Procs[0].Log(), "\n") {
-		if strings.Contains(line, "circuit breaker open") && !strings.Contains(line, "node="+dead) {
-			t.Errorf("a breaker opened for another node than %s: %s", dead, line)
+		// The promoted replica may fail a few round trips while it takes
+		// over (its breaker then covers the dead master's slots only).
+		if strings.Contains(line, "circuit breaker open") && !strings.Contains(line, "node="+dead) && !strings.Contains(line, "node="+heir) {
+			t.Errorf("a breaker opened for a node other than %s (dead) and %s (its replica): %s", dead, heir, line)
 		}
 	}
 	if !strings.Contains(f.Procs[0].Log(), "node="+dead) {

@@ -61,7 +61,8 @@ type Metrics struct {
 	traffic           *traffic // traffic.go
 	cleanupErrors     *prometheus.CounterVec
 	costHeaderInvalid *prometheus.CounterVec
-	store             *storeMetrics // store.go
+	store             *storeMetrics          // store.go
+	proxyErrors       *prometheus.CounterVec // proxy.go
 }
 
 // New builds the collectors and registers them, with the Go runtime and
@@ -147,13 +148,14 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 		Help: "Always 1; labels give the rlproxy version and the Go version that built it.",
 	}, []string{"version", "goversion"})
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
+	m.proxyErrors = newProxyErrors()
 
 	m.store = newStoreMetrics(reg)
 	reg.MustRegister(
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
 		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.waitingLimit, m.breakerOpen,
 		m.localRefusals, m.shapingRefusals, reloads, m.lastReload, buildInfo, m.memory,
-		m.cleanupErrors, m.costHeaderInvalid,
+		m.cleanupErrors, m.costHeaderInvalid, m.proxyErrors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

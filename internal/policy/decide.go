@@ -182,8 +182,9 @@ func (l *Limiter) decideAt() int64 {
 
 // observeStore records one store round trip of a decision made under ctx.
 // A decision the circuit breaker answered without asking the store is no
-// round trip: it is not timed or counted as a store error (the breaker has
-// its own gauge). Nor is one whose caller gave up (ctx canceled: the
+// round trip: it is not timed (the breaker has its own gauge). Failed
+// round trips are counted by the store itself (rlproxy_store_errors_total,
+// through valkey.Options.OnRoundTrip: a batch is one round trip). Nor is one whose caller gave up (ctx canceled: the
 // client left before the store answered): it says nothing of the store's
 // health, as for the breaker itself (guard.Breaker.Decide).
 func (l *Limiter) observeStore(ctx context.Context, start time.Time, err error) {
@@ -192,9 +193,6 @@ func (l *Limiter) observeStore(ctx context.Context, start time.Time, err error) 
 	}
 	l.metrics.ObserveStore(l.now().Sub(start))
 	l.metrics.SetStoreUp(err == nil)
-	if err != nil {
-		l.metrics.StoreError()
-	}
 }
 
 // failEnforcing applies each enforcing policy's fail mode after the store

@@ -43,6 +43,7 @@ func (s *Server) Judge(w http.ResponseWriter, r *http.Request, rt *Runtime, rout
 	if !s.decide(w, r, rt, route, ip, res) {
 		return false
 	}
+	setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
 	if res.HasLeases() {
 		rt.Limiter.Release(res)
 	}

@@ -10,7 +10,7 @@ import (
 
 // echoHandler is the built-in `echo` upstream: it answers 200 with a JSON
 // description of the request as an upstream would receive it (method, path,
-// query, headers with X-Forwarded-For rewritten, body size), so rlproxy can
+// query, headers with X-Forwarded-For and X-Real-IP rewritten, body size), so rlproxy can
 // be tried with nothing else running.
 type echoHandler struct{ realIP *realip.Resolver }
 
@@ -22,7 +22,11 @@ func (e echoHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			hdr[k] = v[0]
 		}
 	}
-	hdr["X-Forwarded-For"] = e.realIP.ForwardedFor(peerAddr(r.RemoteAddr), r.Header)
+	peer := peerAddr(r.RemoteAddr)
+	hdr["X-Forwarded-For"] = e.realIP.ForwardedFor(peer, r.Header)
+	if ip := e.realIP.ClientIP(peer, r.Header); ip.IsValid() {
+		hdr["X-Real-Ip"] = ip.String() // as a proxied upstream gets it
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(struct {
 		Echo      bool              `json:"echo"`

@@ -154,3 +154,32 @@ func stripQuotaHeaders(h http.Header) {
 		delete(h, k)
 	}
 }
+
+// headerEdit is one direction's configured header edits of an upstream
+// (upstreams.NAME.request_headers / response_headers), prepared once per
+// config: each set value is a capped one-element slice shared by every
+// request (an append elsewhere copies it; nothing writes into it).
+type headerEdit struct {
+	remove []string
+	names  []string
+	vals   [][]string
+}
+
+func newHeaderEdit(r config.HeaderRules) headerEdit {
+	e := headerEdit{remove: r.Remove}
+	for _, h := range r.Set {
+		e.names = append(e.names, h.Name)
+		e.vals = append(e.vals, []string{h.Value}[:1:1])
+	}
+	return e
+}
+
+// apply removes, then sets, e's headers on h.
+func (e headerEdit) apply(h http.Header) {
+	for _, k := range e.remove {
+		delete(h, k)
+	}
+	for i, k := range e.names {
+		h[k] = e.vals[i]
+	}
+}

@@ -22,6 +22,8 @@ const (
 	problemNoHealthy                           // every server of the pool is out of rotation: 502
 	problemGatewayTimeout                      // the upstream did not answer in time: 504
 	problemMethodNotAllowed                    // the quota endpoint asked with a method other than GET or HEAD: 405
+	problemBadRequest                          // the client's body was malformed (RFC 9112 §7.1): 400
+	problemMethod                              // TRACE or CONNECT, never forwarded (as nginx): 405
 
 	// The decision listeners' own answers (package forwardauth).
 	problemUntrustedCaller // the caller is not a trusted proxy: 403
@@ -44,6 +46,8 @@ var problems = [...]struct {
 	problemNoHealthy:        {"urn:rlproxy:problem:no-healthy-upstream", "Bad Gateway", "every server of the upstream is out of rotation (health checks or max_fails)", http.StatusBadGateway},
 	problemGatewayTimeout:   {"urn:rlproxy:problem:gateway-timeout", "Gateway Timeout", "the upstream did not answer in time", http.StatusGatewayTimeout},
 	problemMethodNotAllowed: {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "the quota endpoint answers GET and HEAD only", http.StatusMethodNotAllowed},
+	problemBadRequest:       {"urn:rlproxy:problem:bad-request", "Bad Request", "the request body is malformed", http.StatusBadRequest},
+	problemMethod:           {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "TRACE and CONNECT are not forwarded", http.StatusMethodNotAllowed},
 
 	problemUntrustedCaller: {"urn:rlproxy:problem:untrusted-caller", "Forbidden", "only proxies in real_ip.trusted_proxies may ask this listener", http.StatusForbidden},
 	problemNotDescribed:    {"urn:rlproxy:problem:no-original-request", "Bad Request", "want X-Forwarded-Uri or X-Original-URI naming the original request", http.StatusBadRequest},
@@ -77,6 +81,12 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 			it = &res.Items[res.Binding]
 		}
 	}
+	var d [256]byte
+	db := appendDetail(d[:0], detail, it, ra)
+	if isGRPC(r) {
+		writeGRPCProblem(w, kind, db, ra, res != nil)
+		return
+	}
 	// One allocation (Write's argument escapes): sized for a refusal body
 	// with a short path; a long one grows it.
 	b := append(make([]byte, 0, 512), `{"type":`...)
@@ -86,25 +96,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, `,"detail":`...)
-	switch {
-	case detail != "":
-		b = appendJSONString(b, detail)
-	case it != nil:
-		// policy "NAME" allows N requests per W s; retry in R s
-		var d [256]byte
-		db := append(d[:0], "policy "...)
-		db = strconv.AppendQuote(db, it.Policy.Name)
-		db = append(db, " allows "...)
-		db = strconv.AppendInt(db, it.Policy.Quota, 10)
-		db = append(db, " requests per "...)
-		db = strconv.AppendInt(db, it.Policy.Window, 10)
-		db = append(db, " s; retry in "...)
-		db = strconv.AppendInt(db, ra, 10)
-		db = append(db, " s"...)
-		b = appendJSONString(b, db)
-	default:
-		b = appendJSONString(b, "request refused")
-	}
+	b = appendJSONString(b, db)
 	b = append(b, `,"instance":`...)
 	b = appendJSONString(b, r.URL.Path)
 	if id := problemRequestID(r.Header); id != "" {
@@ -140,6 +132,26 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 	h["Content-Length"] = vals[3:4:4]
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// appendDetail appends a problem's detail: the kind's own, or for a
+// refusal `policy "NAME" allows N requests per W s; retry in R s`.
+func appendDetail(b []byte, detail string, it *policy.Item, ra int64) []byte {
+	switch {
+	case detail != "":
+		return append(b, detail...)
+	case it != nil:
+		b = append(b, "policy "...)
+		b = strconv.AppendQuote(b, it.Policy.Name)
+		b = append(b, " allows "...)
+		b = strconv.AppendInt(b, it.Policy.Quota, 10)
+		b = append(b, " requests per "...)
+		b = strconv.AppendInt(b, it.Policy.Window, 10)
+		b = append(b, " s; retry in "...)
+		b = strconv.AppendInt(b, ra, 10)
+		return append(b, " s"...)
+	}
+	return append(b, "request refused"...)
 }
 
 const hexDigits = "0123456789abcdef"

@@ -53,6 +53,7 @@ type Server struct {
 
 	// live is the admin page's live view; nil records nothing.
 	live *live.Recorder
+	writers sync.Pool    // *finalWriter
 }
 
 // New returns a Server serving rt.
@@ -60,6 +61,7 @@ func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 	s := &Server{metrics: m, log: log}
 	s.results.New = func() any { return new(policy.Result) }
 	s.records.New = func() any { return new(record) }
+	s.writers.New = func() any { return new(finalWriter) }
 	s.Swap(rt)
 	return s
 }
@@ -121,6 +123,9 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 		s.serveQuota(w, r, rt, ip)
 		return
 	}
+	if !screen(w, r) {
+		return
+	}
 	route := rt.Limiter.Match(r)
 	if route == nil {
 		rc.decision = decisionNoRoute
@@ -136,13 +141,17 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP()) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
-	if t := rt.Config.Server.BodyTimeout; t > 0 && r.Body != nil && r.Body != http.NoBody {
-		r = withIdleTimeoutBody(w, r, t)
+	if r.Body != nil && r.Body != http.NoBody {
+		t := rt.Config.Server.BodyTimeout
+		if isGRPC(r) { // a stream's messages may rightly pause
+			t = rt.Config.Server.StreamIdleTimeout
+		}
+		r = withClientBody(w, r, t)
 	}
 	if !route.Limited() {
 		rc.decision = decisionUnlimited
 		s.live.Observe(route, nil)
-		up.plain.ServeHTTP(w, r)
+		s.forward(up.plain, w, r, 0, nil)
 		return
 	}
 
@@ -179,15 +188,17 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 		}
 	}
 	if route.Settles() {
-		s.forwardSettled(w, r, rt.Limiter, route, up.limited, res)
+		s.forwardSettled(w, r, rt, route, up.limited, res)
 		return
 	}
-	up.limited.ServeHTTP(w, r)
+	s.forward(up.limited, w, r, rt.Config.Response.Headers, res)
 }
 
 // decide asks route's policies about r from client ip into res. It
 // answers a refusal (response.status) or an outage (503) itself and
-// returns false; an allowed request gets its quota headers and true.
+// returns false; for an allowed request it returns true and writes
+// nothing: its quota headers go on the final response (finalWriter), not
+// on a 1xx before it.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, rt *Runtime, route *policy.Route, ip netip.Addr, res *policy.Result) bool {
 	start := time.Now()
 	_ = rt.Limiter.Decide(r.Context(), route, r, ip, res)
@@ -205,9 +216,46 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, rt *Runtime, rou
 		writeProblem(w, r, problemRateLimited, rt, res)
 		return false
 	}
-	setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
 	return true
 }
+
+// screen answers TRACE and CONNECT with 405 — never forwarded, as nginx:
+// TRACE would echo the client's cookies and credentials back, CONNECT is a
+// forward proxy's — and reports whether r may go on; see also
+// closeAfterFraming.
+func screen(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodTrace || r.Method == http.MethodConnect {
+		w.Header()["Allow"] = allowed
+		writeProblem(w, r, problemMethod, nil, nil)
+		return false
+	}
+	closeAfterFraming(w, r)
+	return true
+}
+
+// allowed is the Allow header of a 405 for TRACE or CONNECT (RFC 9110 §15.5.6).
+var allowed = []string{"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"}
+
+// closeAfterFraming closes the client connection after the response to a
+// request whose framing RFC 9112 §6.1 makes suspect: one with
+// Transfer-Encoding (net/http has already dropped a Content-Length sent
+// with it, so both together are indistinguishable from chunked alone), and
+// any HTTP/1.0 request (net/http ignores Transfer-Encoding there and reads
+// no body, so a chunked body's bytes would be taken for the next request).
+// No leftover byte is then ever read as another request — the smuggling
+// gadget behind a front end that trusts Content-Length. On a plain
+// listener package framing already answers both with 400 (as nginx), from
+// the raw request head net/http does not keep; this rule covers the TLS
+// listener, whose connections cannot be wrapped. Cost: one new connection
+// per chunked upload and per HTTP/1.0 keep-alive request (≈ 120 µs on
+// loopback, BenchmarkUploadFraming); nothing for the rest.
+func closeAfterFraming(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0) {
+		w.Header()["Connection"] = closeConn
+	}
+}
+
+var closeConn = []string{"close"}
 
 // wait holds the request for res.Wait (leaky-bucket shaping, nginx
 // limit_req without nodelay). It returns false when the request must not be
@@ -232,14 +280,14 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, rt *Runtime, route
 			}
 			s.metrics.ShapingRefusal(route.Name, which)
 		}
-		// The quota headers were set before the wait: describe the state
-		// without this request again (a peek after the refund).
+		// Describe the state without this request (a peek after the
+		// refund), or the decision's if the peek fails.
 		peek := s.results.Get().(*policy.Result)
 		defer s.results.Put(peek)
 		if rt.Limiter.Peek(r.Context(), route, r, ip, peek) == nil {
 			res = peek
-			setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
 		}
+		setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
 		res.RetryAfter = d.Milliseconds()
 		writeProblem(w, r, problemQueueFull, rt, res)
 		return false

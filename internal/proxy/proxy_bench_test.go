@@ -1,8 +1,10 @@
 package proxy_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -186,5 +188,42 @@ routes:
 		if w.status != http.StatusTooManyRequests {
 			b.Fatalf("status %d", w.status)
 		}
+	}
+}
+
+// BenchmarkUploadFraming is the cost of closing the client connection
+// after every request with Transfer-Encoding (RFC 9112 §6.1 framing,
+// proxy.closeAfterFraming): the same 1 KiB POST through a listening
+// rlproxy with Content-Length (the connection is kept) and chunked (a new
+// connection per request).
+func BenchmarkUploadFraming(b *testing.B) {
+	app := benchApp(b, fmt.Sprintf(benchConfigHead, benchUpstream(b))+"routes:\n  - { name: all, upstream: app }\n")
+	if err := app.Start(); err != nil {
+		b.Fatal(err)
+	}
+	url := "http://" + app.Addr() + "/upload"
+	payload := make([]byte, 1024)
+	for _, chunked := range []bool{false, true} {
+		name := map[bool]string{false: "content-length", true: "chunked"}[chunked]
+		b.Run(name, func(b *testing.B) {
+			tr := &http.Transport{MaxIdleConnsPerHost: 1}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr}
+			for range b.N {
+				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(payload))
+				if chunked {
+					req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(payload)), -1
+				}
+				resp, err := c.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || resp.Close != chunked {
+					b.Fatalf("status %d, close %v", resp.StatusCode, resp.Close)
+				}
+			}
+		})
 	}
 }

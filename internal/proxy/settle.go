@@ -20,9 +20,9 @@ const statusClientClosed = 499
 // cost_response_header, the whole-number cost its response reported. It
 // settles once the whole response, trailers included, has been written,
 // so a reservation is held for as long as its response streams.
-func (s *Server) forwardSettled(w http.ResponseWriter, r *http.Request, l *policy.Limiter, route *policy.Route, h http.Handler, res *policy.Result) {
+func (s *Server) forwardSettled(w http.ResponseWriter, r *http.Request, rt *Runtime, route *policy.Route, h http.Handler, res *policy.Result) {
 	sw := &statusWriter{ResponseWriter: w}
-	h.ServeHTTP(sw, r)
+	s.forward(h, sw, r, rt.Config.Response.Headers, res)
 	st := policy.Settlement{Status: sw.status}
 	if st.Status == 0 {
 		st.Status = statusClientClosed
@@ -33,7 +33,7 @@ func (s *Server) forwardSettled(w http.ResponseWriter, r *http.Request, l *polic
 			s.metrics.CostHeaderInvalid(route.Name)
 		}
 	}
-	l.Settle(res, st)
+	rt.Limiter.Settle(res, st)
 }
 
 // responseCost reads the cost header name from a written response's

@@ -63,6 +63,7 @@ type directTransport struct {
 	idleTimeout   time.Duration // 0 = idle connections are kept
 	headerTimeout time.Duration // 0 = no bound
 	fallback      *http.Transport
+	bypass        bool // every request goes to fallback (an h2c upstream)
 
 	mu     sync.Mutex
 	closed bool // Close was called
@@ -128,7 +129,7 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // HEAD to this upstream over plain HTTP that asks for no upgrade and no
 // 100-continue.
 func (t *directTransport) handles(req *http.Request) bool {
-	return (req.Method == http.MethodGet || req.Method == http.MethodHead) &&
+	return !t.bypass && (req.Method == http.MethodGet || req.Method == http.MethodHead) &&
 		req.URL.Scheme == "http" && req.URL.Host == t.host &&
 		req.ContentLength == 0 && (req.Body == nil || req.Body == http.NoBody) &&
 		req.Header["Upgrade"] == nil && req.Header["Expect"] == nil

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,9 +92,13 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 			up.plain, up.limited = echoHandler{ri}, echoHandler{ri}
 			continue
 		}
-		var errs prometheus.Counter
+		var errs errCounters
 		if m != nil {
-			errs = m.UpstreamErrors(route.Name)
+			errs = errCounters{
+				upstream:   m.UpstreamErrors(route.Name),
+				timeout:    m.ProxyErrors(route.Name, metrics.ReasonUpstreamTimeout),
+				clientBody: m.ProxyErrors(route.Name, metrics.ReasonClientBody),
+			}
 		}
 		up.pool = pools[route.Upstream]
 		up.plain = newReverseProxy(u, up.pool, ri, errs, log, false)
@@ -152,10 +157,18 @@ func newTransport(u *config.Upstream, server *url.URL) (*directTransport, error)
 		if err != nil {
 			return nil, err
 		}
-		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool, ServerName: u.TLSServerName}
 		tr.ForceAttemptHTTP2 = true
 	}
-	return newDirectTransport(server, tr), nil
+	dt := newDirectTransport(server, tr)
+	if u.Protocol == config.ProtocolH2C {
+		// HTTP/2 with prior knowledge on every connection (RFC 9113
+		// §3.3); the direct path speaks HTTP/1.1 only.
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+		dt.bypass = true
+	}
+	return dt, nil
 }
 
 // copyBufSize is the size of the response copy buffers (io.Copy's default).
@@ -185,9 +198,20 @@ const (
 	protoHTTPS = "https"
 )
 
-func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs prometheus.Counter, log *slog.Logger, limited bool) *httputil.ReverseProxy {
-	target := u.URL
-	rp := &httputil.ReverseProxy{
+// errCounters are one route's counters of the answers rlproxy gives
+// instead of the upstream's (all nil without metrics).
+type errCounters struct{ upstream, timeout, clientBody prometheus.Counter }
+
+func inc(c prometheus.Counter) {
+	if c != nil {
+		c.Inc()
+	}
+}
+
+func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, log *slog.Logger, limited bool) *httputil.ReverseProxy {
+	rw := newRewriter(u, ri)
+	respEdit := newHeaderEdit(u.ResponseHeaders)
+	return &httputil.ReverseProxy{
 		Transport:  tr,
 		BufferPool: newBufferPool(),
 		// 0: ReverseProxy still flushes every write of streamed responses
@@ -195,71 +219,150 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 		// length is written through the server's buffer. (-1 would flush
 		// every response after every write and arm a timer per request.)
 		FlushInterval: 0,
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
-			pr.Out.Host = pr.In.Host
-			// X-Forwarded-For per CONFIG-SPEC: a trusted peer's chain plus the
-			// peer; an untrusted peer alone (its own header is dropped, so a
-			// client cannot forge its way into the upstream's logs).
-			peer := peerAddr(pr.In.RemoteAddr)
-			// One backing array for the three values (one allocation);
-			// each slice is capped so an append elsewhere copies.
-			proto := protoHTTP
-			if pr.In.TLS != nil {
-				proto = protoHTTPS
-			}
-			v := &[3]string{ri.ForwardedFor(peer, pr.In.Header), pr.In.Host, proto}
-			pr.Out.Header["X-Forwarded-For"] = v[0:1:1]
-			pr.Out.Header["X-Forwarded-Host"] = v[1:2:2]
-			pr.Out.Header["X-Forwarded-Proto"] = v[2:3:3]
-		},
+		Rewrite:       rw.rewrite,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if bodyTimedOut(r) { // the client stalled (its read also cancelled the context)
-				w.Header()["Connection"] = []string{"close"} // the rest of the body never comes
-				writeProblem(w, r, problemBodyTimeout, nil, nil)
-				return
+			answerError(w, r, err, u.Name, errs, log)
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			// An upstream may answer a body cut short by
+			// server.body_timeout, or a malformed one, before the
+			// transport notices: the client still gets its 408 or 400.
+			if bodyTimedOut(resp.Request) || bodyFailed(resp.Request) {
+				return errClientBody
 			}
-			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-				// The client went away: nobody to answer, not the upstream's fault.
-				return
+			if limited {
+				stripQuotaHeaders(resp.Header)
 			}
-			if errs != nil {
-				errs.Inc()
-			}
-			if log != nil {
-				log.Warn("upstream error", "upstream", u.Name, "path", r.URL.Path, "err", err)
-			}
-			writeProblem(w, r, upstreamProblem(err), nil, nil)
+			respEdit.apply(resp.Header)
+			return nil
 		},
 	}
-	rp.ModifyResponse = func(resp *http.Response) error {
-		// An upstream may answer a body cut short by server.body_timeout
-		// before the transport notices: the client still gets its 408.
-		if bodyTimedOut(resp.Request) {
-			return errBodyTimeout
-		}
-		if limited {
-			stripQuotaHeaders(resp.Header)
-		}
-		return nil
-	}
-	return rp
 }
 
-// upstreamProblem is the answer to a failed upstream exchange: 502
-// no-healthy-upstream when every server is out of rotation, 504 when the
-// server did not answer in time (nginx gives 504 on proxy timeouts too),
-// else 502.
-func upstreamProblem(err error) problemKind {
+// rewriter builds the request sent to one upstream.
+type rewriter struct {
+	u      *config.Upstream
+	target *url.URL
+	// base is the upstream URL's path, before the client's (path "/api/"
+	// and request "/x" make "/api/x", as httputil joins them).
+	base    string
+	ri      *realip.Resolver
+	reqEdit headerEdit
+}
+
+func newRewriter(u *config.Upstream, ri *realip.Resolver) *rewriter {
+	return &rewriter{u: u, target: u.URL, base: strings.TrimSuffix(u.URL.EscapedPath(), "/"),
+		ri: ri, reqEdit: newHeaderEdit(u.RequestHeaders)}
+}
+
+// rewrite is ReverseProxy's Rewrite: the client's request line, the Host
+// upstreams.NAME.host names, the forwarding headers, request_headers.
+func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(rw.target)
+	setRequestTarget(pr, rw.target, rw.base)
+	switch rw.u.Host {
+	case config.HostClient, "":
+		pr.Out.Host = pr.In.Host
+	case config.HostUpstream:
+		pr.Out.Host = rw.target.Host
+	default:
+		pr.Out.Host = rw.u.Host
+	}
+	// X-Forwarded-For per docs/CONTRACT.md: a trusted peer's chain plus
+	// the peer; an untrusted peer alone (its own header is dropped, so a
+	// client cannot forge its way into the upstream's logs). X-Real-IP is
+	// the client address real_ip resolved, never the client's own value
+	// (nginx: proxy_set_header X-Real-IP $remote_addr after real_ip).
+	peer := peerAddr(pr.In.RemoteAddr)
+	proto := protoHTTP
+	if pr.In.TLS != nil {
+		proto = protoHTTPS
+	}
+	client := rw.ri.ClientIP(peer, pr.In.Header)
+	// One backing array for the four values (one allocation); each slice
+	// is capped so an append elsewhere copies.
+	v := &[4]string{rw.ri.ForwardedFor(peer, pr.In.Header), pr.In.Host, proto}
+	h := pr.Out.Header
+	h["X-Forwarded-For"] = v[0:1:1]
+	h["X-Forwarded-Host"] = v[1:2:2]
+	h["X-Forwarded-Proto"] = v[2:3:3]
+	delete(h, "X-Real-Ip")
+	if client.IsValid() {
+		v[3] = v[0] // the peer alone (the common case): no second string
+		if client != peer || strings.IndexByte(v[0], ',') >= 0 {
+			v[3] = client.String()
+		}
+		h["X-Real-Ip"] = v[3:4:4]
+	}
+	rw.reqEdit.apply(h)
+}
+
+// answerError is ReverseProxy's ErrorHandler for upstream u: the client's
+// fault (a stalled or malformed body: 408, 400), the client gone (no
+// answer), every server of the pool out of rotation (502
+// no-healthy-upstream: not 503, which would read as our own outage), an
+// upstream timeout (504, as nginx) or another upstream failure (502).
+func answerError(w http.ResponseWriter, r *http.Request, err error, u string, errs errCounters, log *slog.Logger) {
 	switch {
-	case errors.Is(err, upstreampkg.ErrNoHealthy):
-		return problemNoHealthy
+	case bodyTimedOut(r): // the client stalled (its read also cancelled the context)
+		w.Header()["Connection"] = closeConn // the rest of the body never comes
+		writeProblem(w, r, problemBodyTimeout, nil, nil)
+	case bodyFailed(r): // a malformed body: the client's error, not the upstream's
+		inc(errs.clientBody)
+		w.Header()["Connection"] = closeConn // its framing cannot be trusted
+		writeProblem(w, r, problemBadRequest, nil, nil)
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away: nobody to answer, not the upstream's fault.
+	case errors.Is(err, upstreampkg.ErrNoHealthy): // every server out of rotation
+		inc(errs.upstream)
+		writeProblem(w, r, problemNoHealthy, nil, nil)
 	case isTimeout(err):
-		return problemGatewayTimeout
+		inc(errs.timeout)
+		if log != nil {
+			log.Warn("upstream timeout", "upstream", u, "path", r.URL.Path, "err", err)
+		}
+		writeProblem(w, r, problemGatewayTimeout, nil, nil)
+	default:
+		inc(errs.upstream)
+		if log != nil {
+			log.Warn("upstream error", "upstream", u, "path", r.URL.Path, "err", err)
+		}
+		writeProblem(w, r, problemBadGateway, nil, nil)
 	}
-	return problemBadGateway
 }
 
-// errBodyTimeout makes ReverseProxy hand a response to ErrorHandler when
-// the client's body stalled (server.body_timeout).
-var errBodyTimeout = errors.New("request body stalled past server.body_timeout")
+// setRequestTarget makes the outgoing request line's path and query the
+// client's own bytes (the request-target as received, after the upstream
+// URL's path and query), as nginx proxy_pass without a URI passes them:
+// ReverseProxy would drop a query it cannot parse (a ';', a bad escape)
+// and re-encode the rest in sorted order, and url.URL re-escapes a path.
+// A request-target not in origin form (absolute form, "*") keeps the
+// parsed URL's form.
+func setRequestTarget(pr *httputil.ProxyRequest, target *url.URL, base string) {
+	raw := pr.In.RequestURI
+	if raw == "" || raw[0] != '/' {
+		return
+	}
+	path, query, hasQuery := strings.Cut(raw, "?")
+	out := pr.Out.URL
+	switch {
+	case target.RawQuery == "":
+		out.RawQuery = query
+	case query == "":
+		out.RawQuery = target.RawQuery
+	default:
+		out.RawQuery = target.RawQuery + "&" + query
+	}
+	out.ForceQuery = hasQuery && out.RawQuery == ""
+	if base == "" && strings.HasPrefix(path, "//") {
+		// An Opaque "//x" would be written as "http://x": keep the
+		// escaped form instead (EscapedPath returns it when valid).
+		out.Path, out.RawPath = pr.In.URL.Path, path
+		return
+	}
+	out.Opaque = base + path
+}
+
+// errClientBody makes ReverseProxy hand a response to ErrorHandler when
+// the client's body stalled (server.body_timeout) or was malformed.
+var errClientBody = errors.New("request body stalled past server.body_timeout or malformed")

@@ -29,6 +29,8 @@ func (a *App) listenPublic(cfg *config.Config) (net.Listener, error) {
 	a.lim = newLimitListener(ln, cfg.Server, metrics.NewListeners(a.reg).For("public"), a.log)
 	ln = a.lim
 	a.hs.Handler = a.lim.streamDeadlines(a.hs.Handler)
+	// PROXY protocol headers, then the raw request-head check (listener.go).
+	ln = withFraming(withProxyProtocol(ln, cfg.Server.ProxyProtocol), cfg)
 	if cfg.TLS != nil {
 		if err := a.loadCert(cfg.TLS); err != nil {
 			ln.Close()

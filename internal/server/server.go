@@ -215,6 +215,7 @@ func (a *App) Start() error {
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+		Protocols:         publicProtocols(cfg),
 	}
 	ln, err := a.listenPublic(cfg)
 	if err != nil {
@@ -396,7 +397,14 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 	vs, err := valkey.New(context.Background(), valkey.Options{
 		Addrs: v.Addrs, Username: v.Username, Password: v.Password, TLS: tc,
 		Timeout: v.Timeout, KeyPrefix: v.KeyPrefix, SentinelMaster: v.SentinelMaster,
-		OnRoundTrip: circs.Record,
+		// One failed round trip (a batch of many decisions, one node) is
+		// one store error, as the breaker judges it.
+		OnRoundTrip: func(node string, err error) {
+			circs.Record(node, err)
+			if err != nil {
+				a.metrics.StoreError()
+			}
+		},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("building valkey store: %w", err)

@@ -42,6 +42,10 @@ type Pool struct {
 	retries      int
 	retryTimeout time.Duration
 	countBodies  bool // least_conn: a request is in flight until its body ends
+	// hostUpstream sends each server's own host[:port] as Host
+	// (upstreams.NAME.host: upstream, nginx's default): the rewrite that
+	// ran before a server was picked could only name the first one.
+	hostUpstream bool
 
 	traffic metrics.UpstreamTraffic // zero without metrics
 	now     func() time.Time
@@ -51,7 +55,8 @@ type Pool struct {
 // newPool builds the pool of u over its servers (in u.Servers order).
 func newPool(u *config.Upstream, servers []*Server, jwt config.JWT, hashSecret []byte, o *Options) (*Pool, error) {
 	p := &Pool{Name: u.Name, servers: servers, maxFails: u.MaxFails, failTimeout: u.FailTimeout,
-		retries: u.Retries, retryTimeout: u.RetryTimeout, now: o.Now, log: o.Log}
+		retries: u.Retries, retryTimeout: u.RetryTimeout, now: o.Now, log: o.Log,
+		hostUpstream: u.Host == config.HostUpstream}
 	for i, s := range u.Servers {
 		p.weights = append(p.weights, s.Weight)
 		p.all |= 1 << i
@@ -196,6 +201,9 @@ func (p *Pool) pick(now int64, tried uint64, hash uint32) int {
 // send makes one attempt on s.
 func (p *Pool) send(s *Server, req *http.Request, x *Exchange) (*http.Response, error) {
 	req.URL.Host = s.url.Host
+	if p.hostUpstream {
+		req.Host = s.url.Host
+	}
 	s.inflight.Add(1)
 	t0 := p.now()
 	resp, err := s.transport.RoundTrip(req)

@@ -117,7 +117,31 @@ func start(t testing.TB, masters, replicas, nodeTimeoutMs int, extra ...string) 
 		t.Fatalf("creating the cluster (redis-cli %s): %v\n%s", strings.Join(args, " "), err, out)
 	}
 	c.waitFormed(t, ctx, masters*(1+replicas))
+	if replicas > 0 {
+		c.waitReplicasSynced(t, ctx)
+	}
 	return c
+}
+
+// waitReplicasSynced polls INFO replication on every node until each
+// replica reports its link to its master up: a replica that never synced
+// refuses to take over (its data is too old), so a test could not see a
+// failover.
+func (c *Cluster) waitReplicasSynced(t testing.TB, ctx context.Context) {
+	t.Helper()
+	for _, s := range c.Nodes {
+		for {
+			info, err := s.Do(t, "INFO", "replication").ToString()
+			if err == nil && (strings.Contains(info, "role:master\r\n") || strings.Contains(info, "master_link_status:up\r\n")) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("replica %s not synced within %v: %v\n%s", s.Addr, formTimeout, err, info)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // freeBusPort returns a port in [busPortMin, busPortMax) that is free now.
