@@ -119,11 +119,17 @@ type Valkey struct {
 	DisableLocalCache bool
 }
 
-// Breaker opens after Failures consecutive store errors and skips the store
-// for Cooldown, applying each policy's fail mode at once, then probes.
+// Breaker opens after Failures consecutive failed store round trips (a
+// batch of decisions is one) and skips the store for Cooldown, applying
+// each policy's fail mode at once, then probes.
 type Breaker struct {
 	Failures int           // default 5
 	Cooldown time.Duration // default 500ms
+	// FailureRatio also opens it: that share of failed round trips over
+	// the last Window, once there were MinCalls (default 0.5, 10s, 20).
+	FailureRatio float64
+	Window       time.Duration
+	MinCalls     int
 }
 
 // RealIP is nginx realip: set_real_ip_from, real_ip_header, real_ip_recursive.

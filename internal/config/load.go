@@ -354,7 +354,9 @@ func (l *loader) store(o object) {
 			s.HashSecret = []byte(v)
 		}
 	}
-	bo := l.object(o.get("breaker"), o.field("breaker"), keyLine(o, "breaker"), "failures", "cooldown")
+	bo := l.object(o.get("breaker"), o.field("breaker"), keyLine(o, "breaker"), "failures", "cooldown",
+		"failure_ratio", "window", "min_calls")
+	l.breakerRatio(bo)
 	if n := bo.get("failures"); n != nil {
 		if v, ok := l.integer(n, bo.field("failures"), 1, 1_000_000); ok {
 			s.Breaker.Failures = int(v)

@@ -56,6 +56,7 @@ type Metrics struct {
 	lastReload    prometheus.Gauge
 
 	memory *memoryCollector
+	store  *storeMetrics // store.go
 
 	cleanupErrors *prometheus.CounterVec
 }
@@ -141,6 +142,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 	}, []string{"version", "goversion"})
 	buildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 
+	m.store = newStoreMetrics(reg)
 	reg.MustRegister(
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
 		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.breakerOpen,

@@ -204,6 +204,9 @@ func (l *Limiter) failEnforcing(ctx context.Context, res *Result) {
 			continue
 		}
 		it.Status, it.Unknown = StoreError, true
+		if it.stage == stageEnforce {
+			l.metrics.StoreFallback(it.Policy.Name, metrics.FallbackMode(it.Policy.OnStoreError == config.FailClosed, it.Policy.Fallback != nil && l.floor != nil))
+		}
 		switch {
 		case it.stage != stageEnforce:
 		case it.Policy.OnStoreError == config.FailClosed:

@@ -316,17 +316,12 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 		}
 		tc = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	}
-	vs, err := valkey.New(context.Background(), valkey.Options{
-		Addrs: v.Addrs, Username: v.Username, Password: v.Password, TLS: tc,
-		Timeout: v.Timeout, KeyPrefix: v.KeyPrefix, SentinelMaster: v.SentinelMaster,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("building valkey store: %w", err)
-	}
-	a.metrics.SetStoreUp(true)
-	br := guard.NewBreaker(vs, guard.BreakerOptions{
-		Failures: cfg.Store.Breaker.Failures,
-		Cooldown: cfg.Store.Breaker.Cooldown,
+	// The circuit judges round trips, which the store reports: a batch of
+	// decisions that times out is one failure, not one per decision.
+	b := cfg.Store.Breaker
+	circ := guard.NewCircuit(guard.BreakerOptions{
+		Failures: b.Failures, Cooldown: b.Cooldown,
+		FailureRatio: b.FailureRatio, Window: b.Window, MinCalls: b.MinCalls,
 		OnStateChange: func(open bool) {
 			a.metrics.SetBreakerOpen(open)
 			if open {
@@ -336,6 +331,16 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 			}
 		},
 	})
+	vs, err := valkey.New(context.Background(), valkey.Options{
+		Addrs: v.Addrs, Username: v.Username, Password: v.Password, TLS: tc,
+		Timeout: v.Timeout, KeyPrefix: v.KeyPrefix, SentinelMaster: v.SentinelMaster,
+		OnRoundTrip: circ.Record,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("building valkey store: %w", err)
+	}
+	a.metrics.SetStoreUp(true)
+	br := circ.Guard(vs)
 	if v.DisableLocalCache { // local_cache: false
 		return br, nil, nil
 	}

@@ -71,7 +71,7 @@ func (c *fakeClock) set(d time.Duration) { c.ns.Store(int64(time.Hour) + int64(d
 var errDown = errors.New("dial tcp 127.0.0.1:6379: connection refused")
 
 // TestBreakerSteps walks the state machine at fixed instants (Failures 3,
-// Cooldown 500 ms) and checks, after each Decide, the error, how many
+// Cooldown 500 ms, one probe) and checks, after each Decide, the error, how many
 // decisions reached the store in total, Up and the state-change callbacks.
 func TestBreakerSteps(t *testing.T) {
 	bg := context.Background()
@@ -107,7 +107,7 @@ func TestBreakerSteps(t *testing.T) {
 	clk := &fakeClock{}
 	st := &scriptStore{}
 	var changes string
-	b := NewBreaker(st, BreakerOptions{Failures: 3, Cooldown: 500 * time.Millisecond, Now: clk.now,
+	b := NewBreaker(st, BreakerOptions{Failures: 3, Cooldown: 500 * time.Millisecond, Probes: 1, Now: clk.now,
 		OnStateChange: func(open bool) {
 			if open {
 				changes += "open "
@@ -166,14 +166,14 @@ func TestBreakerDefaults(t *testing.T) {
 	}
 }
 
-// TestBreakerOneProbe checks that while a probe is in flight every other
+// TestBreakerOneProbe checks (Probes 1) that while a probe is in flight every other
 // caller gets ErrOpen without reaching the store, and that the probe's
 // success closes the circuit for all.
 func TestBreakerOneProbe(t *testing.T) {
 	clk := &fakeClock{}
 	clk.set(0)
 	st := &scriptStore{err: errDown}
-	b := NewBreaker(st, BreakerOptions{Failures: 1, Now: clk.now})
+	b := NewBreaker(st, BreakerOptions{Failures: 1, Probes: 1, Now: clk.now})
 	out := make([]algo.Decision, 1)
 	b.Decide(context.Background(), nil, 0, out) // opens
 	clk.set(time.Second)

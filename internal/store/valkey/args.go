@@ -78,7 +78,6 @@ func lenOf(m *map[algo.Limit]*limitArgs) int {
 // values per check; a batch raises n where it merges identical runs).
 func (s *Store) scriptArgs(b *call, mode string, checks []store.Check, now int64) {
 	b.keys = b.keys[:0]
-	b.rep, b.n = 0, 1
 	b.args = append(b.args[:0], strconv.FormatInt(now, 10), mode, "1")
 	for i := range checks {
 		ch := &checks[i]

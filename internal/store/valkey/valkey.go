@@ -66,6 +66,15 @@ type Options struct {
 	KeyPrefix string
 	// SentinelMaster is the Sentinel master set name; empty = no Sentinel.
 	SentinelMaster string
+	// OnRoundTrip, when non-nil, is told the outcome of every round trip
+	// that carries decisions (a DoMulti of a batch, however many decisions
+	// it holds, or one script run): nil, or the error that says the server
+	// did not answer in time or at all (an error reply such as a script
+	// error is an answer: nil). Runs whose caller gave up before the reply
+	// (context canceled) are not reported. It is how guard.Circuit judges
+	// the store: a slow batch is one failure, not one per decision in it.
+	// Called synchronously on the request path: keep it short.
+	OnRoundTrip func(err error)
 }
 
 // Store is a store.Store on Valkey. It is safe for concurrent use.
@@ -83,6 +92,7 @@ type Store struct {
 
 	limits limitCache // each limit's ARGV strings (args.go)
 	batch  batcher    // concurrent runs share one DoMulti (batch.go)
+	onTrip func(err error)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -118,6 +128,7 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 		script:     valkeygo.NewLuaScript(src),
 		sha:        sha1Hex(src),
 		connecting: make(chan struct{}, 1),
+		onTrip:     opt.OnRoundTrip,
 	}
 	if opt.Timeout > 0 {
 		s.opt.Dialer.Timeout = opt.Timeout
@@ -389,26 +400,49 @@ func (s *Store) refundGroups(ctx context.Context, c valkeygo.Client, checks []st
 // exec runs the script in mode over checks at now, bounded by
 // Options.Timeout (or ctx's earlier deadline), and returns its reply,
 // which decides n identical requests, this one the rep-th (from 0): a
-// batch may merge this run with identical ones (Store.send). The run
-// joins a batch of concurrent runs (batch.go) when Store.batches allows:
-// keys, a Timeout, and no deadline of ctx's own within it.
+// batch may merge this run with identical ones (runs.go). The run joins a
+// batch of concurrent runs (batch.go) when Store.batches allows: keys, a
+// Timeout, and no deadline of ctx's own within it. Unbatched decision
+// runs (not refunds) are reported to Options.OnRoundTrip here, batches by
+// their sender.
 func (s *Store) exec(ctx context.Context, c valkeygo.Client, mode string, checks []store.Check, now int64) (reply []valkeygo.ValkeyMessage, rep, n int, err error) {
 	cl := calls.Get().(*call)
 	s.scriptArgs(cl, mode, checks, now)
 	if s.batches(ctx, cl) {
-		res, err := s.batch.do(ctx, s, c, cl)
-		if err != nil {
-			return nil, 0, 0, err // cl may still be in a batch: not released
+		r, owned := s.batch.do(ctx, s, c, cl)
+		if owned {
+			defer cl.release()
 		}
-		defer cl.release()
-		reply, err = res.ToArray()
-		return reply, cl.rep, cl.n, err
+		if r.err != nil {
+			return nil, 0, 0, r.err
+		}
+		reply, err = r.res.ToArray()
+		return reply, r.rep, r.n, err
 	}
 	defer cl.release()
-	ctx, cancel := s.withTimeout(ctx)
+	tctx, cancel := s.withTimeout(ctx)
 	defer cancel()
-	reply, err = s.script.Exec(ctx, c, cl.keys, cl.args).ToArray()
+	reply, err = s.script.Exec(tctx, c, cl.keys, cl.args).ToArray()
+	if mode != modeRefund && !(errors.Is(err, context.Canceled) && ctx.Err() != nil) {
+		s.roundTrip(err)
+	}
 	return reply, 0, 1, err
+}
+
+// roundTrip reports one decision round trip's outcome (Options.OnRoundTrip).
+func (s *Store) roundTrip(err error) {
+	if s.onTrip != nil {
+		s.onTrip(roundTripErr(err))
+	}
+}
+
+// roundTripErr is err when it says the server did not answer (a timeout,
+// a broken connection), nil for nil or an error reply.
+func roundTripErr(err error) error {
+	if _, ok := valkeygo.IsValkeyErr(err); ok {
+		return nil
+	}
+	return err
 }
 
 // run decides checks (all in one slot) with one script run in mode

@@ -1,0 +1,132 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"rlproxy/internal/algo"
+)
+
+// TestCircuitRatio: with Failures 5, FailureRatio 0.5, MinCalls 10 and a
+// 1 s window, failures that never come 5 in a row open the circuit only
+// once they are half of at least 10 round trips of the last second; those
+// older than the window no longer count.
+func TestCircuitRatio(t *testing.T) {
+	clk := &fakeClock{}
+	clk.set(0)
+	var changes []bool
+	c := NewCircuit(BreakerOptions{Failures: 5, FailureRatio: 0.5, MinCalls: 10, Window: time.Second, Now: clk.now,
+		OnStateChange: func(open bool) { changes = append(changes, open) }})
+	// 4 failures, 1 success, repeated: 8 of 10 failed at 10 calls.
+	pattern := []error{errDown, errDown, errDown, errDown, nil}
+	for i := range 9 {
+		c.Record(pattern[i%5])
+	}
+	if !c.Up() {
+		t.Fatal("opened before MinCalls round trips")
+	}
+	c.Record(nil) // 10th: 7 of 10 failed... (4+3) but a success does not open
+	if !c.Up() {
+		t.Fatal("a success opened the circuit")
+	}
+	c.Record(errDown) // 8 of 11
+	if c.Up() || fmt.Sprint(changes) != "[true]" {
+		t.Fatalf("8 of 11 failed: Up %v, changes %v; want open", c.Up(), changes)
+	}
+
+	// The window forgets: 9 old failures (among 20 round trips), then 2 s
+	// later 9 successes and one failure is 1 of 10.
+	c = NewCircuit(BreakerOptions{Failures: 100, FailureRatio: 0.5, MinCalls: 10, Window: time.Second, Now: clk.now})
+	c.Record(nil)
+	c.Record(nil)
+	for range 9 {
+		c.Record(errDown)
+		c.Record(nil)
+	}
+	clk.set(2 * time.Second)
+	for range 9 {
+		c.Record(nil)
+	}
+	if !c.Up() {
+		t.Fatal("9 of 20 failed opened the circuit")
+	}
+	c.Record(errDown)
+	if !c.Up() {
+		t.Fatal("failures older than the window opened the circuit")
+	}
+}
+
+// TestCircuitProbes: half-open, the circuit lets exactly Probes (3)
+// decisions through; it closes once all three succeeded, and one failure
+// among them opens it again for a Cooldown. Probes that never report are
+// given again a Cooldown after their round began.
+func TestCircuitProbes(t *testing.T) {
+	clk := &fakeClock{}
+	clk.set(0)
+	c := NewCircuit(BreakerOptions{Failures: 1, Now: clk.now})
+	admit := func() (n int) {
+		for range 10 {
+			if _, ok := c.allow(); ok {
+				n++
+			}
+		}
+		return n
+	}
+	c.Record(errDown)
+	if n := admit(); n != 0 {
+		t.Fatalf("open: %d admitted, want 0", n)
+	}
+	clk.set(DefaultCooldown)
+	if n := admit(); n != DefaultProbes {
+		t.Fatalf("half-open: %d admitted, want %d", n, DefaultProbes)
+	}
+	c.Record(nil)
+	c.Record(errDown) // the second probe fails
+	if c.Up() || admit() != 0 {
+		t.Fatal("a failed probe did not re-open the circuit")
+	}
+	clk.set(2 * DefaultCooldown)
+	if n := admit(); n != DefaultProbes {
+		t.Fatalf("second half-open: %d admitted, want %d", n, DefaultProbes)
+	}
+	// Nobody reports: after a Cooldown, a new round of probes.
+	clk.set(3*DefaultCooldown - 1)
+	if admit() != 0 {
+		t.Fatal("probes given again before a Cooldown")
+	}
+	clk.set(3 * DefaultCooldown)
+	if n := admit(); n != DefaultProbes {
+		t.Fatalf("unreported probes: %d admitted a Cooldown later, want %d", n, DefaultProbes)
+	}
+	for range DefaultProbes - 1 {
+		c.Record(nil)
+	}
+	if c.Up() {
+		t.Fatal("closed before every probe succeeded")
+	}
+	c.Record(nil)
+	if !c.Up() || admit() != 10 {
+		t.Fatal("three successful probes did not close the circuit")
+	}
+}
+
+// TestGuardLeavesCountingToTheStore: a Breaker made by Circuit.Guard does
+// not count Decide's errors (the store reports its round trips), but
+// refuses once the circuit is open.
+func TestGuardLeavesCountingToTheStore(t *testing.T) {
+	c := NewCircuit(BreakerOptions{Failures: 1})
+	st := &scriptStore{err: errDown}
+	b := c.Guard(st)
+	out := make([]algo.Decision, 1)
+	for range 3 {
+		if _, err := b.Decide(context.Background(), nil, 0, out); err != errDown {
+			t.Fatalf("Decide: %v, want the store's error", err)
+		}
+	}
+	c.Record(errDown) // the one round trip those made
+	if _, err := b.Decide(context.Background(), nil, 0, out); err != ErrOpen || b.Up() {
+		t.Fatalf("after a reported failure: %v, Up %v; want ErrOpen, false", err, b.Up())
+	}
+}
