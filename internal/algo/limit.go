@@ -6,20 +6,32 @@ import (
 	"time"
 )
 
-// Bounds checked by Validate. They keep every intermediate value of the
-// decision arithmetic below 2^53, so Lua (doubles) computes exactly what Go
-// computes: the largest products are q·Period (q = Quota()) and sums of a few
-// of them, all ≤ 4·MaxUnits < 2^50.
+// Bounds checked by Validate, per algorithm. They keep every intermediate
+// value of the decision arithmetic below 2^53, so Lua (Redis 7.0 doubles)
+// computes exactly what Go computes (docs/DESIGN.md "Decision arithmetic").
 const (
-	// MaxCount is the largest Count (requests).
+	// MaxCount is the largest Count (requests) of the buckets and of
+	// Concurrency.
 	MaxCount = 1_000_000_000
-	// MaxBurst is the largest Burst (requests).
-	MaxBurst = 1_000_000_000
+	// MaxWindowCount is the largest Count of the fixed window and of the
+	// sliding window counter: 10^12. The fixed window keeps a count and
+	// never multiplies it by a period; the counter weighs its previous count
+	// with an exact multiply-divide (mulDiv), so neither needs Count·Period.
+	// Their counts stay below 2·MaxWindowCount (ForceCharge's cap) < 2^41.
+	MaxWindowCount = 1_000_000_000_000
+	// MaxLogCount is the largest Count of the sliding log: it stores one
+	// entry per accepted request (≈ 79 B each on Valkey 7, MEMORY USAGE:
+	// 7.9 MB for one client at the limit; 8 B on the memory store).
+	MaxLogCount = 100_000
+	// MaxBurst is the largest Burst (requests) of the buckets, with MaxUnits.
+	MaxBurst = 1_000_000_000_000
 	// MaxPeriod is the longest Period: 366 days in ms.
 	MaxPeriod = 366 * 24 * 3600 * 1000
-	// MaxUnits bounds max(Count, Quota()+1)·Period (requests·ms): 2^47,
-	// e.g. 1,000,000 requests per day or 10 per year.
-	MaxUnits = 1 << 47
+	// MaxUnits bounds a bucket's max(Count, Quota()+1)·Period
+	// (requests·ms): 2^50. A bucket's values are sums of at most three
+	// such products (a debt, the level, a cost), all below 2^53: e.g. a
+	// burst of 10^12 at 10^6 r/s, or of 10^6 at 1 r/d (8.64·10^13).
+	MaxUnits = 1 << 50
 )
 
 // String is the algorithm's name as `rlproxy compare` prints it ("fixed
@@ -165,14 +177,15 @@ func rateString(count, period int64) string {
 // Kind, Count or Period out of range (rate > 0, CONFIG-SPEC), a token bucket
 // burst < 1 (CONFIG-SPEC: no default), delay together with nodelay (nginx
 // refuses it too), delay or nodelay on another kind, or a limit past the
-// bounds that keep the arithmetic exact (MaxCount, MaxBurst, MaxPeriod,
-// MaxUnits).
+// bounds that keep the arithmetic exact (MaxCount, MaxWindowCount,
+// MaxLogCount, MaxBurst, MaxPeriod, MaxUnits); those errors name the
+// largest value that fits.
 func (l *Limit) Validate() error {
 	switch {
 	case l.Kind < FixedWindow || l.Kind > Concurrency:
 		return fmt.Errorf("unknown algorithm %d", l.Kind)
-	case l.Count < 1 || l.Count > MaxCount:
-		return fmt.Errorf("count %d: want 1..%d", l.Count, MaxCount)
+	case l.Count < 1 || l.Count > MaxCountFor(l.Kind):
+		return fmt.Errorf("count %d: want 1..%d for the %v", l.Count, MaxCountFor(l.Kind), l.Kind)
 	case l.Period < 1 || l.Period > MaxPeriod:
 		return fmt.Errorf("period %d ms: want 1..%d", l.Period, MaxPeriod)
 	case l.Burst < 0 || l.Burst > MaxBurst:
@@ -187,8 +200,29 @@ func (l *Limit) Validate() error {
 		return errors.New("delay and nodelay are mutually exclusive")
 	case l.Delay < 0 || l.Delay > MaxBurst:
 		return fmt.Errorf("delay %d: want 0..%d", l.Delay, MaxBurst)
-	case max(l.Count, l.Quota()+1) > MaxUnits/l.Period:
-		return fmt.Errorf("%v: count or burst times period exceeds %d (exact arithmetic)", l, int64(MaxUnits))
+	}
+	if l.Kind != TokenBucket && l.Kind != LeakyBucket {
+		return nil
+	}
+	// The buckets count in units of Period per request.
+	largest := MaxUnits/l.Period - (l.Quota() + 1 - l.Burst) // the largest burst at this period
+	switch {
+	case l.Count > MaxUnits/l.Period:
+		return fmt.Errorf("%v: rate count times period exceeds 2^50 (exact arithmetic): at most %d per %v", l, int64(MaxUnits/l.Period), time.Duration(l.Period)*time.Millisecond)
+	case l.Burst > largest:
+		return fmt.Errorf("%v: burst times period exceeds 2^50 (exact arithmetic): the largest burst at this rate is %d", l, largest)
 	}
 	return nil
+}
+
+// MaxCountFor is the largest Count Validate accepts for kind k:
+// MaxWindowCount, MaxLogCount or MaxCount.
+func MaxCountFor(k Kind) int64 {
+	switch k {
+	case FixedWindow, SlidingWindow:
+		return MaxWindowCount
+	case SlidingLog:
+		return MaxLogCount
+	}
+	return MaxCount
 }

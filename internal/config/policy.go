@@ -12,11 +12,13 @@ import (
 )
 
 // Bounds that turn typos into errors rather than a limit that is silently
-// unlimited or deny-all. algo.(*Limit).Validate adds the bounds that keep
-// the arithmetic exact (count or burst × period ≤ 2^47).
+// unlimited or deny-all: a rate (and a window shorter than rateWindow) of
+// at most maxRatePerSecond. Longer windows are quotas (10^12 a day), bounded
+// like bursts by algo.(*Limit).Validate, which keeps the arithmetic exact.
 const (
-	maxRatePerSecond = 1_000_000 // requests per second, any algorithm
-	maxBurst         = 1_000_000 // requests
+	maxRatePerSecond = 1_000_000     // requests per second
+	rateWindow       = 3_600_000     // ms: shorter windows are rates
+	maxBurst         = algo.MaxBurst // requests
 )
 
 // algorithm describes one `algorithm:` value: its kind and the fields only
@@ -225,7 +227,7 @@ const defaultLease = 30_000
 func (d *decoder) window(o object, a algorithm, periodField string, defPeriod int64) (algo.Limit, bool) {
 	l, ok := algo.Limit{Kind: a.kind, Period: defPeriod}, true
 	if n := o.get("limit"); n != nil {
-		l.Count, ok = d.integer(n, o.field("limit"), 1, algo.MaxCount)
+		l.Count, ok = d.integer(n, o.field("limit"), 1, algo.MaxCountFor(a.kind))
 	} else {
 		d.errorf(o.missing(), o.field("limit"), "required for %s: requests per %s, at least 1", a.name, periodField)
 		ok = false
@@ -240,7 +242,7 @@ func (d *decoder) window(o object, a algorithm, periodField string, defPeriod in
 	if !ok || a.kind == algo.Concurrency {
 		return l, ok
 	}
-	if l.Count > maxRatePerSecond*l.Period/1000 {
+	if l.Period < rateWindow && l.Count > maxRatePerSecond*l.Period/1000 {
 		d.errorf(o.get("limit"), o.field("limit"), "%d per %s is more than %d r/s", l.Count, o.get(periodField).Value, maxRatePerSecond)
 		return l, false
 	}

@@ -10,6 +10,7 @@ import (
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/metrics"
+	"rlproxy/internal/store"
 )
 
 // New compiles cfg. It fails only on what config validation cannot see
@@ -19,7 +20,7 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 		policies:  make(map[string]*Policy, len(cfg.Policies)),
 		store:     opts.Store,
 		floor:     opts.Floor,
-		prefix:    cfg.Store.Valkey.KeyPrefix + "v1:",
+		prefix:    cfg.Store.Valkey.KeyPrefix + store.KeyVersion,
 		metrics:   opts.Metrics,
 		counters:  map[string]*metrics.PolicyCounters{},
 		leaseBase: opts.LeasePrefix,
