@@ -174,15 +174,15 @@ func (l *Limit) token(d *Decision, s *State, now, c int64) {
 	*d = Decision{Allowed: true, Remaining: level / p, ResetAfter: ceilDiv(full-level, r)}
 }
 
-// fixed is the fixed window: Count requests per epoch-aligned window.
+// fixed is the fixed window: Count requests per epoch-aligned window or
+// calendar period.
 func (l *Limit) fixed(d *Decision, s *State, now, c int64) {
-	w := l.Period
-	cw := now / w
+	cw, _, _, el, w, _ := l.window(now)
 	n := int64(0)
 	if s.A == cw {
 		n = s.B
 	}
-	reset := (cw+1)*w - now
+	reset := w - el
 	if n+c > l.Count {
 		*d = Decision{Remaining: max(l.Count-n, 0), RetryAfter: reset, ResetAfter: reset}
 		return
@@ -194,18 +194,17 @@ func (l *Limit) fixed(d *Decision, s *State, now, c int64) {
 }
 
 // slidingWindow is the sliding window counter (Cloudflare 2017) on
-// epoch-aligned windows of Period ms.
+// epoch-aligned windows of Period ms or calendar periods.
 func (l *Limit) slidingWindow(d *Decision, s *State, now, c int64) {
-	w := l.Period
-	cw := now / w
+	cw, pw, _, el, w, wn := l.window(now)
 	var curr, prev int64
 	switch s.A {
 	case cw:
 		curr, prev = s.B, s.C
-	case cw - 1:
+	case pw:
 		prev = s.B
 	}
-	if l.slidingCount(d, curr, prev, now-cw*w, w, w, c) && c > 0 {
+	if l.slidingCount(d, curr, prev, el, w, wn, c) && c > 0 {
 		s.A, s.B, s.C = cw, curr+c, prev
 	}
 }

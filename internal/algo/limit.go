@@ -77,6 +77,43 @@ func (l *Limit) WindowMillis() int64 {
 	return l.Period
 }
 
+// WindowMillisAt is WindowMillis at now (Unix ms): for a calendar window
+// the length of the period containing now (a 23 h day, a 29-day
+// February), else WindowMillis.
+func (l *Limit) WindowMillisAt(now int64) int64 {
+	if l.Calendar != nil {
+		_, _, _, _, w, _ := l.window(now)
+		return w
+	}
+	return l.WindowMillis()
+}
+
+// window is the window containing now: its state id (the epoch window
+// number now/Period, or a calendar period's start in Unix ms), the ids of
+// the windows before and after it, the ms elapsed in it, its length and
+// the next one's (ms).
+func (l *Limit) window(now int64) (id, prev, next, el, w, wn int64) {
+	if c := l.Calendar; c != nil {
+		sp := c.SpanAt(now)
+		return sp.Start, sp.PrevStart, sp.End, now - sp.Start, sp.End - sp.Start, sp.NextEnd - sp.End
+	}
+	w = l.Period
+	id = now / w
+	return id, id - 1, id + 1, now - id*w, w, w
+}
+
+// windowEnd is the Unix ms at which the window n windows after the one of
+// state id ends (n = 0: that window's own end).
+func (l *Limit) windowEnd(id int64, n int) int64 {
+	if c := l.Calendar; c != nil {
+		for range n + 1 {
+			id = c.SpanAt(id).End
+		}
+		return id
+	}
+	return (id + 1 + int64(n)) * l.Period
+}
+
 // IdleMillis is the time in ms from now until s is idle, 0 if it is idle
 // already: a store may drop s once that time has passed (the memory store's
 // expiry, Valkey's PEXPIRE, at least 1 ms there) without changing any later
@@ -100,14 +137,14 @@ func (l *Limit) IdleMillis(s *State, now int64) int64 {
 		return ceilDiv(l.Burst*l.Period-l.tokenLevel(s, now), l.Count)
 	case FixedWindow:
 		if s.B > 0 {
-			end = (s.A + 1) * l.Period
+			end = l.windowEnd(s.A, 0)
 		}
 	case SlidingWindow:
 		switch {
 		case s.B > 0:
-			end = (s.A + 2) * l.Period
+			end = l.windowEnd(s.A, 1)
 		case s.C > 0:
-			end = (s.A + 1) * l.Period
+			end = l.windowEnd(s.A, 0)
 		}
 	case SlidingLog:
 		if n := len(s.Log); n > 0 {
@@ -129,7 +166,8 @@ func (l *Limit) IdleMillis(s *State, now int64) int64 {
 // charged count still weighs as prev for one window more: d.ResetAfter +
 // Period. (Concurrency without a lease only peeks; the equality holds for
 // that unchanged state too.) For anything else, e.g. a refused d, use
-// IdleMillis.
+// IdleMillis. A calendar counter's next period may be shorter than
+// Period (the unit's longest): there the result is an upper bound.
 func (l *Limit) IdleAfterCharge(d *Decision) int64 {
 	if l.Kind == SlidingWindow {
 		return d.ResetAfter + l.Period
@@ -154,6 +192,9 @@ func (l *Limit) String() string {
 		return fmt.Sprintf("%v %s (burst %d%s)", l.Kind, rateString(l.Count, l.Period), l.Burst, mode)
 	case Concurrency:
 		return fmt.Sprintf("%v %d (lease %v)", l.Kind, l.Count, time.Duration(l.Period)*time.Millisecond)
+	}
+	if l.Calendar != nil {
+		return fmt.Sprintf("%v %d per %v", l.Kind, l.Count, l.Calendar)
 	}
 	return fmt.Sprintf("%v %d per %v", l.Kind, l.Count, time.Duration(l.Period)*time.Millisecond)
 }
@@ -200,6 +241,10 @@ func (l *Limit) Validate() error {
 		return errors.New("delay and nodelay are mutually exclusive")
 	case l.Delay < 0 || l.Delay > MaxBurst:
 		return fmt.Errorf("delay %d: want 0..%d", l.Delay, MaxBurst)
+	case l.Calendar != nil && l.Kind != FixedWindow && l.Kind != SlidingWindow:
+		return fmt.Errorf("calendar periods apply to the fixed window and the sliding counter only, not %v", l.Kind)
+	case l.Calendar != nil && (l.Calendar.Loc == nil || l.Calendar.Unit < Day || l.Calendar.Unit > Year || l.Period != l.Calendar.Unit.longest()):
+		return fmt.Errorf("%v: a calendar needs a unit, a zone and Period %d ms (its longest period)", l, l.Calendar.Unit.longest())
 	}
 	if l.Kind != TokenBucket && l.Kind != LeakyBucket {
 		return nil

@@ -29,7 +29,7 @@ func TestProblems(t *testing.T) {
 		{"zero_rate.yaml", `testdata/zero_rate.yaml:7: policies.api.rate: "0r/s": must be greater than 0`},
 		{"unknown_upstream.yaml", `testdata/unknown_upstream.yaml:7: routes[0].upstream: unknown upstream "ap"; did you mean "app"?`},
 		{"bad_regex.yaml", "testdata/bad_regex.yaml:6: routes[0].match.path_regex: \"^/api/(v1|v2\": error parsing regexp: missing closing ): `^/api/(v1|v2`"},
-		{"field_of_other_algorithm.yaml", `testdata/field_of_other_algorithm.yaml:9: policies.hourly.rate: field "rate" does not apply to algorithm sliding_window (it takes limit, window)`},
+		{"field_of_other_algorithm.yaml", `testdata/field_of_other_algorithm.yaml:9: policies.hourly.rate: field "rate" does not apply to algorithm sliding_window (it takes limit, window, calendar, timezone)`},
 		{"bad_cidr.yaml", `testdata/bad_cidr.yaml:4: real_ip.trusted_proxies[1]: "10.0.0.0/33": want an IP address or CIDR such as 10.0.0.0/8 or 2001:db8::/32`},
 		{"cost_above_quota.yaml", `testdata/cost_above_quota.yaml:13: routes[0].cost: 6 exceeds policy "api", which accepts at most 5 requests at once: the route could never pass`},
 		{"missing_password_env.yaml", `testdata/missing_password_env.yaml:6: store.valkey.password_env: environment variable RLPROXY_TEST_UNSET_PASSWORD is not set`},

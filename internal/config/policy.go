@@ -33,12 +33,13 @@ type algorithm struct {
 func algorithms() []algorithm {
 	bucket := []string{"rate", "burst"}
 	window := []string{"limit", "window"}
+	calendar := []string{"limit", "window", "calendar", "timezone"} // calendar.go
 	return []algorithm{
 		{"leaky_bucket", algo.LeakyBucket, []string{"rate", "burst", "nodelay", "delay"}},
 		{"token_bucket", algo.TokenBucket, bucket},
-		{"fixed_window", algo.FixedWindow, window},
+		{"fixed_window", algo.FixedWindow, calendar},
 		{"sliding_log", algo.SlidingLog, window},
-		{"sliding_window", algo.SlidingWindow, window},
+		{"sliding_window", algo.SlidingWindow, calendar},
 		{"concurrency", algo.Concurrency, []string{"limit", "lease"}},
 	}
 }
@@ -50,7 +51,7 @@ func (d *decoder) policy(e entry) *Policy {
 	if !validName(e.name) {
 		d.errorf(e.key, path, "policy name %q: use only letters, digits, '_', '-' and '.' (it appears in store keys and response headers)", e.name)
 	}
-	algoFields := []string{"rate", "burst", "nodelay", "delay", "limit", "window", "lease"}
+	algoFields := []string{"rate", "burst", "nodelay", "delay", "limit", "window", "lease", "calendar", "timezone"}
 	o := d.object(e.val, path, e.key.Line, slices.Concat([]string{"algorithm", "key", "combine",
 		"ipv4_prefix", "ipv6_prefix", "on_store_error", "dry_run", "exempt", "fallback", "count_status"}, algoFields)...)
 	if o.bad {
@@ -103,7 +104,7 @@ func (d *decoder) policy(e entry) *Policy {
 	case algo.Concurrency:
 		l, ok = d.window(o, a, "lease", defaultLease)
 	default:
-		l, ok = d.window(o, a, "window", 0)
+		l, ok = d.windowOrCalendar(o, a)
 	}
 	if ok && d.limitValid(o.get("algorithm"), path, l) {
 		p.Limit = l

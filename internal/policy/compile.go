@@ -42,7 +42,7 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 			Quota:      cp.Limit.Quota(),
 			Window:     CeilSeconds(cp.Limit.WindowMillis()),
 			key:        ex,
-			keyTail:    ":" + name + ":" + kindCode(cp.Limit.Kind),
+			keyTail:    ":" + name + ":" + kindCode(&cp.Limit),
 		}
 	}
 	plans := map[string]*PlanSet{}
@@ -154,8 +154,25 @@ func CeilSeconds(ms int64) int64 {
 	return (ms + 999) / 1000
 }
 
-func kindCode(k algo.Kind) string {
-	switch k {
+// WindowAt is w of RateLimit-Policy in seconds at now (Unix ms): Window,
+// or for a calendar window the length of the period containing now (a
+// 23 h day is 82800).
+func (p *Policy) WindowAt(now int64) int64 {
+	if p.Limit.Calendar == nil {
+		return p.Window
+	}
+	return CeilSeconds(p.Limit.WindowMillisAt(now))
+}
+
+// kindCode is the key's algorithm code. A calendar window's adds "c" and
+// its unit (fcm: fixed window per calendar month), and its state is keyed
+// by the period's start instant: switching window and calendar, the unit
+// or the zone on reload never reads another period's count.
+func kindCode(l *algo.Limit) string {
+	if l.Calendar != nil {
+		return kindCode(&algo.Limit{Kind: l.Kind})[:1] + "c" + l.Calendar.Unit.String()[:1]
+	}
+	switch l.Kind {
 	case algo.FixedWindow:
 		return "fw"
 	case algo.SlidingLog:

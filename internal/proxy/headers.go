@@ -72,7 +72,7 @@ func setQuotaHeaders(h http.Header, sets config.HeaderSet, res *policy.Result) {
 			b = append(b, ";q="...)
 			b = strconv.AppendInt(b, p.Quota, 10)
 			b = append(b, ";w="...)
-			b = strconv.AppendInt(b, p.Window, 10)
+			b = strconv.AppendInt(b, p.WindowAt(res.Now), 10)
 		}
 		ends[qhPolicy] = len(b)
 		first = true

@@ -86,7 +86,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 		db = append(db, " allows "...)
 		db = strconv.AppendInt(db, it.Policy.Quota, 10)
 		db = append(db, " requests per "...)
-		db = strconv.AppendInt(db, it.Policy.Window, 10)
+		db = strconv.AppendInt(db, it.Policy.WindowAt(res.Now), 10)
 		db = append(db, " s; retry in "...)
 		db = strconv.AppendInt(db, ra, 10)
 		db = append(db, " s"...)
@@ -112,7 +112,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 		b = append(b, `,"reset":`...)
 		b = strconv.AppendInt(b, resetSeconds(it.Decision.ResetAfter), 10)
 		b = append(b, `,"window":`...)
-		b = strconv.AppendInt(b, it.Policy.Window, 10)
+		b = strconv.AppendInt(b, it.Policy.WindowAt(res.Now), 10)
 	}
 	b = append(b, "}\n"...)
 	if res != nil {

@@ -151,6 +151,7 @@ func scriptSource() (string, error) {
 		"leaky_bucket.lua",
 		"concurrency.lua",
 		"refund.lua",
+		"calendar.lua",
 		"dispatch.lua",
 	} {
 		b, err := luaFiles.ReadFile("lua/" + name)
