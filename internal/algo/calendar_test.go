@@ -100,8 +100,8 @@ func TestCalendarSliding(t *testing.T) {
 		unit       CalendarUnit
 		charge, at string // 100 charged at charge; a decision at at
 		cost       int64
-		w          int64  // current period's length (ms)
-		el         int64  // ms into it
+		w          int64 // current period's length (ms)
+		el         int64 // ms into it
 		first      Decision
 	}{
 		// March 1 00:00: prev weighs 100; a cost of 51 fits once it weighs
