@@ -3,6 +3,7 @@ module rlproxy
 go 1.26.8
 
 require (
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/valkey-io/valkey-go v1.0.79

@@ -30,6 +30,10 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 	if l.injected = l.now != nil; !l.injected {
 		l.now = time.Now
 	}
+	var pk *partitionKey
+	if cfg.Response.PartitionKey {
+		pk = newPartitionKey(cfg.Store.HashSecret)
+	}
 	for _, name := range cfg.PolicyOrder {
 		cp := cfg.Policies[name]
 		ex, err := clientkey.New(cp.Key, cfg.JWT, cfg.Store.HashSecret)
@@ -43,6 +47,7 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 			Window:     CeilSeconds(cp.Limit.WindowMillis()),
 			key:        ex,
 			keyTail:    ":" + name + ":" + kindCode(&cp.Limit),
+			pk:         pk,
 		}
 	}
 	plans := map[string]*PlanSet{}

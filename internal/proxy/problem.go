@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"rlproxy/internal/config"
 	"rlproxy/internal/policy"
 )
 
@@ -38,6 +39,11 @@ var problems = [...]struct {
 	problemMethodNotAllowed: {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "the quota endpoint answers GET and HEAD only", http.StatusMethodNotAllowed},
 }
 
+// ietfQuotaExceeded is the ratelimit-headers draft-11 problem type of a
+// refusal (response.problem_types: ietf), requested from IANA by the
+// draft, not yet registered.
+const ietfQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
 // writeProblem is the one place rlproxy answers in its own name. For
 // refusals (rt and res non-nil) it sets Retry-After and describes the
 // binding policy. Every such answer is uncacheable (RFC 6585 §4 for 429).
@@ -45,7 +51,9 @@ var problems = [...]struct {
 // The body is RFC 9457 problem details plus the rate-limit members the
 // brief asks for (whole seconds), members in this order: type, title,
 // status, detail, instance, then policy, retryAfter, limit, remaining,
-// reset, window only when they apply. It is appended into one buffer (the
+// reset, window only when they apply, and on a refusal by the route's
+// policies violated-policies (draft-11: the names of the policies that
+// refused, possibly none for a shaping cap). It is appended into one buffer (the
 // refusal path is hot under attack) with encoding/json's string escaping,
 // so the bytes are what json.Marshal of the former struct gave.
 func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *Runtime, res *policy.Result) {
@@ -69,7 +77,11 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 	// One allocation (Write's argument escapes): sized for a refusal body
 	// with a short path; a long one grows it.
 	b := append(make([]byte, 0, 512), `{"type":`...)
-	b = appendJSONString(b, p.typ)
+	typ := p.typ
+	if kind == problemRateLimited && rt != nil && rt.Config.Response.ProblemTypes == config.ProblemTypesIETF {
+		typ = ietfQuotaExceeded
+	}
+	b = appendJSONString(b, typ)
 	b = append(b, `,"title":`...)
 	b = appendJSONString(b, p.title)
 	b = append(b, `,"status":`...)
@@ -113,6 +125,17 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 		b = strconv.AppendInt(b, resetSeconds(it.Decision.ResetAfter), 10)
 		b = append(b, `,"window":`...)
 		b = strconv.AppendInt(b, it.Policy.WindowAt(res.Now), 10)
+	}
+	if rt != nil && res != nil { // draft-11's member, on every refusal by the route's policies
+		var names [8]string
+		b = append(b, `,"violated-policies":[`...)
+		for j, n := range res.ViolatedPolicies(names[:0]) {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, n)
+		}
+		b = append(b, ']')
 	}
 	b = append(b, "}\n"...)
 	if res != nil {
