@@ -97,6 +97,12 @@ func (c *Calendar) SpanAt(now int64) Span {
 	return Span{c.add(s, -1).UnixMilli(), s.UnixMilli(), e.UnixMilli(), c.add(e, 1).UnixMilli()}
 }
 
+// window is Limit.window for a calendar.
+func (c *Calendar) window(now int64) (id, prev, next, el, w, wn int64) {
+	sp := c.SpanAt(now)
+	return sp.Start, sp.PrevStart, sp.End, now - sp.Start, sp.End - sp.Start, sp.NextEnd - sp.End
+}
+
 // floor is the start of the period containing the local time t.
 func (c *Calendar) floor(t time.Time) time.Time {
 	y, m, d := t.Date()

@@ -177,7 +177,12 @@ func (l *Limit) token(d *Decision, s *State, now, c int64) {
 // fixed is the fixed window: Count requests per epoch-aligned window or
 // calendar period.
 func (l *Limit) fixed(d *Decision, s *State, now, c int64) {
-	cw, _, _, el, w, _ := l.window(now)
+	w := l.Period
+	cw := now / w
+	el := now - cw*w
+	if l.Calendar != nil { // written out: l.window does not inline
+		cw, _, _, el, w, _ = l.Calendar.window(now)
+	}
 	n := int64(0)
 	if s.A == cw {
 		n = s.B
@@ -196,7 +201,12 @@ func (l *Limit) fixed(d *Decision, s *State, now, c int64) {
 // slidingWindow is the sliding window counter (Cloudflare 2017) on
 // epoch-aligned windows of Period ms or calendar periods.
 func (l *Limit) slidingWindow(d *Decision, s *State, now, c int64) {
-	cw, pw, _, el, w, wn := l.window(now)
+	w := l.Period
+	cw := now / w
+	pw, el, wn := cw-1, now-cw*w, w
+	if l.Calendar != nil { // written out: l.window does not inline
+		cw, pw, _, el, w, wn = l.Calendar.window(now)
+	}
 	var curr, prev int64
 	switch s.A {
 	case cw:
@@ -263,6 +273,9 @@ func (l *Limit) slidingRetry(el, w, wn, curr, prev, c int64) int64 {
 // prelude.lua's muldiv.
 func mulDiv(a, b, d int64) (q int64, frac bool) {
 	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi == 0 { // the common case: a 64-bit division is cheaper
+		return int64(lo / uint64(d)), lo%uint64(d) != 0
+	}
 	qq, r := bits.Div64(hi, lo, uint64(d))
 	return int64(qq), r != 0
 }

@@ -93,9 +93,8 @@ func (l *Limit) WindowMillisAt(now int64) int64 {
 // the windows before and after it, the ms elapsed in it, its length and
 // the next one's (ms).
 func (l *Limit) window(now int64) (id, prev, next, el, w, wn int64) {
-	if c := l.Calendar; c != nil {
-		sp := c.SpanAt(now)
-		return sp.Start, sp.PrevStart, sp.End, now - sp.Start, sp.End - sp.Start, sp.NextEnd - sp.End
+	if l.Calendar != nil {
+		return l.Calendar.window(now)
 	}
 	w = l.Period
 	id = now / w
