@@ -117,6 +117,13 @@ func TestCalendarSliding(t *testing.T) {
 		// Berlin's 25 h day, 10 h in: prev weighs 100·15/25 = 60.
 		{"in the 25 h day", "Europe/Berlin", Day, "2027-10-30T12:00:00+02:00", "2027-10-31T09:00:00+01:00", 1, 25 * h, 10 * h,
 			Decision{Allowed: true, Remaining: 39, ResetAfter: 15 * h}},
+		// There a cost of 51 fits once prev weighs below 50: at 12.5 h of 25.
+		{"retry in the 25 h day", "Europe/Berlin", Day, "2027-10-30T12:00:00+02:00", "2027-10-31T09:00:00+01:00", 51, 25 * h, 10 * h,
+			Decision{Remaining: 40, RetryAfter: 5*h/2 + 1, ResetAfter: 15 * h}},
+		// After the 23 h day, 12 h in, prev weighs 50: a cost of 51 waits
+		// until it weighs below 50 (1 ms).
+		{"retry after the 23 h day", "Europe/Berlin", Day, "2027-03-28T12:00:00+02:00", "2027-03-29T12:00:00+02:00", 51, 24 * h, 12 * h,
+			Decision{Remaining: 50, RetryAfter: 1, ResetAfter: 12 * h}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cal := calendar(t, c.unit, c.tz)

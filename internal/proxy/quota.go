@@ -84,7 +84,7 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 			seen[it.Policy.Name] = true
 			ans.Policies = append(ans.Policies, quotaPolicy{
 				Name: it.Policy.Name, Route: route.Name, Limit: it.Policy.Quota,
-				Remaining: max(it.Decision.Remaining, 0), Reset: resetSeconds(it.Decision.ResetAfter), Window: it.Policy.Window,
+				Remaining: max(it.Decision.Remaining, 0), Reset: resetSeconds(it.Decision.ResetAfter), Window: it.Policy.WindowAt(res.Now),
 			})
 			if best < 0 || policy.Binds(it.Decision, bestD) {
 				best, bestD = len(ans.Policies)-1, it.Decision
