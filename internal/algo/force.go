@@ -20,7 +20,11 @@ package algo
 // state: an overdraw never owes more than one quota. cost ≤ 0 changes
 // nothing. A token bucket's debt is kept apart from the clamp that empties
 // a bucket whose burst was lowered by a reload (tokenDeficit): the clamp
-// never forgives a debt.
+// never forgives a debt. A bucket in debt is empty at whatever burst it is
+// read with: after a reload that raised the burst it refills from empty
+// once its debt is repaid, until the store's expiry, set under the burst
+// it was charged with, ends the state (a full bucket) — never before the
+// debt is repaid.
 func (l *Limit) ForceCharge(s *State, now, cost int64) {
 	if cost <= 0 {
 		return

@@ -270,6 +270,10 @@ type Route struct {
 	Policies []string
 	Plan     string // name in Config.Plans, or ""
 	Cost     int64  // requests charged per request, default 1
+	// CostResponseHeader, when set, names the response header (or
+	// trailer) whose whole-number value is the request's real cost
+	// (cost_response_header, settle.go); canonical form.
+	CostResponseHeader string
 }
 
 // Match selects requests; every set field must match.

@@ -35,7 +35,7 @@ func (l *loader) routes(top object) {
 // route decodes one route.
 func (l *loader) route(path string, n *yaml.Node, seen map[string]int) *Route {
 	r := &Route{Cost: 1}
-	o := l.object(n, path, n.Line, "name", "match", "upstream", "policies", "plan", "cost")
+	o := l.object(n, path, n.Line, "name", "match", "upstream", "policies", "plan", "cost", "cost_response_header")
 	if o.bad {
 		return r
 	}
@@ -78,6 +78,7 @@ func (l *loader) route(path string, n *yaml.Node, seen map[string]int) *Route {
 			l.checkCost(n, o.field("cost"), c, slices.Concat(r.Policies, planPolicies))
 		}
 	}
+	l.costHeader(o, r)
 	return r
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"net/textproto"
 	"slices"
 	"strconv"
 
@@ -87,16 +88,38 @@ func (d *decoder) statusItem(n *yaml.Node, path string, set *StatusSet) bool {
 	return false
 }
 
+// costHeader decodes a route's cost_response_header: an HTTP header
+// name, kept in canonical form.
+func (d *decoder) costHeader(o object, r *Route) {
+	n := o.get("cost_response_header")
+	if n == nil {
+		return
+	}
+	path := o.field("cost_response_header")
+	s, ok := d.str(n, path)
+	switch {
+	case !ok:
+	case !isToken(s):
+		d.errorf(n, path, "%q: want a header name (an HTTP token, RFC 9110 section 5.6.2), such as X-Tokens-Used", s)
+	default:
+		r.CostResponseHeader = textproto.CanonicalMIMEHeaderKey(s)
+	}
+}
+
 // NeedsResponse names the first feature of route r that settles only once
-// the upstream's response is known — a policy's count_status, or a
-// concurrency policy (whose lease ends with the response) — among the
-// route's policies and those of its plans; "" when there is none. An
+// the upstream's response is known — its cost_response_header, a policy's
+// count_status, or a concurrency policy (whose lease ends with the
+// response) — among the route's policies and those of its plans; "" when
+// there is none. An
 // interface that answers a rate-limit question without ever seeing the
 // response (forward-auth, Envoy RLS) cannot serve such a route: its
 // validation refuses the route with this reason, for example
 // `route "login": policy "failures": count_status needs the upstream's
 // response`.
 func (c *Config) NeedsResponse(r *Route) string {
+	if r.CostResponseHeader != "" {
+		return "cost_response_header needs the upstream's response"
+	}
 	names := r.Policies
 	if pl := c.Plans[r.Plan]; r.Plan != "" && pl != nil {
 		names = append(names[:len(names):len(names)], planPolicies(pl)...)

@@ -78,3 +78,22 @@ routes:
 		}
 	}
 }
+
+// TestCostResponseHeader: the header name is kept canonical; a name that
+// is no HTTP token is reported at its FILE:LINE: field; a route with it
+// needs the upstream's response.
+func TestCostResponseHeader(t *testing.T) {
+	src := "upstreams:\n  app: { builtin: echo }\npolicies:\n  p: { algorithm: token_bucket, rate: 1r/s, burst: 100 }\nroutes:\n  - name: r\n    upstream: app\n    policies: [p]\n    cost_response_header: %s\n"
+	cfg, err := Parse("x.yaml", []byte(strings.Replace(src, "%s", "x-tokens-used", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Routes[0]; r.CostResponseHeader != "X-Tokens-Used" || cfg.NeedsResponse(r) != "cost_response_header needs the upstream's response" {
+		t.Errorf("header %q, needs response %q", r.CostResponseHeader, cfg.NeedsResponse(r))
+	}
+	_, err = Parse("x.yaml", []byte(strings.Replace(src, "%s", `"X Tokens"`, 1)))
+	want := `x.yaml:9: routes[0].cost_response_header: "X Tokens": want a header name (an HTTP token, RFC 9110 section 5.6.2), such as X-Tokens-Used`
+	if err == nil || err.Error() != want {
+		t.Errorf("got  %v\nwant %s", err, want)
+	}
+}

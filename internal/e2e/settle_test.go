@@ -132,3 +132,78 @@ func TestCountStatusFleet(t *testing.T) {
 		}
 	}
 }
+
+// TestResponseCost: cost_response_header X-Tokens-Used on a token bucket
+// of 100 at 1 r/s. The upstream reports 40 tokens per response — as a
+// header, or as a trailer of a chunked response (announced, or sent
+// unannounced). Four sequential requests: 1–3 pass, the 4th is refused
+// without reaching the upstream, with Retry-After 21 (the debt of 20
+// repaid, then one token for a request of cost 1). A response without a
+// usable value keeps the up-front cost and is counted in
+// rlproxy_cost_header_invalid_total. Memory and Valkey alike, on injected
+// time.
+func TestResponseCost(t *testing.T) {
+	for _, st := range e2eStores {
+		for _, how := range []string{"header", "trailer", "unannounced-trailer"} {
+			t.Run(st+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				up := rlproxytest.NewUpstream(t)
+				up.Handler = func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Query().Has("bad") {
+						w.Header().Set("X-Tokens-Used", "forty")
+						return
+					}
+					switch how {
+					case "header":
+						w.Header().Set("X-Tokens-Used", "40")
+						_, _ = w.Write([]byte("answer"))
+					case "trailer":
+						w.Header().Set("Trailer", "X-Tokens-Used")
+						_, _ = w.Write([]byte("answer"))
+						w.(http.Flusher).Flush() // chunked: the usage is known at the end
+						w.Header().Set("X-Tokens-Used", "40")
+					default:
+						_, _ = w.Write([]byte("answer"))
+						w.(http.Flusher).Flush()
+						w.Header().Set(http.TrailerPrefix+"X-Tokens-Used", "40")
+					}
+				}
+				clk := fakeclock.New(time.Now())
+				in := rlproxytest.StartOpts(t, storeYAML(t, st)+fmt.Sprintf(`
+upstreams: { app: { url: %q } }
+policies:
+  tokens: { algorithm: token_bucket, rate: 1r/s, burst: 100, key: ip }
+routes:
+  - { name: llm, match: { path_prefix: /v1/ }, upstream: app, policies: [tokens], cost_response_header: X-Tokens-Used }
+`, up.URL), rlproxytest.Opts{Now: clk.Now})
+				c := rlproxytest.ClientFrom("127.0.0.41")
+				var got []int
+				var last *http.Response
+				for range 4 {
+					resp, body := rlproxytest.Get(t, c, in.URL+"/v1/chat")
+					got = append(got, resp.StatusCode)
+					if resp.StatusCode == 200 && body != "answer" {
+						t.Errorf("body %q", body)
+					}
+					last = resp
+				}
+				if fmt.Sprint(got) != "[200 200 200 429]" || last.Header.Get("Retry-After") != "21" {
+					t.Errorf("statuses %v, Retry-After %q; want [200 200 200 429] and 21", got, last.Header.Get("Retry-After"))
+				}
+				if n := up.Count(); n != 3 {
+					t.Errorf("upstream saw %d requests, want 3", n)
+				}
+				// A malformed value: the up-front cost (1) stands, counted.
+				other := rlproxytest.ClientFrom("127.0.0.42")
+				rlproxytest.Get(t, other, in.URL+"/v1/chat?bad")
+				if resp, _ := rlproxytest.Get(t, other, in.URL+"/v1/chat?bad"); resp.Header.Get("RateLimit") != `"tokens";r=98;t=2` {
+					t.Errorf("after a malformed cost: RateLimit %q, want r=98 (1 charged each)", resp.Header.Get("RateLimit"))
+				}
+				_, s := opsScrape(t, in)
+				if n := opsValue(t, s, "rlproxy_cost_header_invalid_total", "route", "llm"); n != 2 {
+					t.Errorf("rlproxy_cost_header_invalid_total = %v, want 2", n)
+				}
+			})
+		}
+	}
+}

@@ -58,7 +58,8 @@ type Metrics struct {
 	memory *memoryCollector
 	store  *storeMetrics // store.go
 
-	cleanupErrors *prometheus.CounterVec
+	cleanupErrors     *prometheus.CounterVec
+	costHeaderInvalid *prometheus.CounterVec
 }
 
 // New builds the collectors and registers them, with the Go runtime and
@@ -129,6 +130,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 		},
 	}
 	m.cleanupErrors = newCleanupErrors()
+	m.costHeaderInvalid = newCostHeaderInvalid()
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rlproxy_config_reloads_total",
 		Help: "Config reloads by result; a failed one keeps the running config.",
@@ -147,7 +149,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
 		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.breakerOpen,
 		m.localRefusals, m.shapingRefusals, reloads, m.lastReload, buildInfo, m.memory,
-		m.cleanupErrors,
+		m.cleanupErrors, m.costHeaderInvalid,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -67,7 +67,8 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 // compileRoute compiles one route of cfg; its policies and plans are
 // already compiled.
 func (l *Limiter) compileRoute(cr *config.Route, cfg *config.Config, plans map[string]*PlanSet) *Route {
-	rt := &Route{Name: cr.Name, Upstream: cr.Upstream, Cost: max(cr.Cost, 1), match: cr.Match}
+	rt := &Route{Name: cr.Name, Upstream: cr.Upstream, Cost: max(cr.Cost, 1), match: cr.Match,
+		CostResponseHeader: cr.CostResponseHeader, settles: cr.CostResponseHeader != ""}
 	for _, pn := range cr.Policies {
 		p := l.policies[pn]
 		rt.Policies = append(rt.Policies, p)

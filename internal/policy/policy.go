@@ -98,9 +98,13 @@ type Route struct {
 	Policies []*Policy
 	// Plans, when non-nil, adds the policies of the caller's plan.
 	Plans *PlanSet
+	// CostResponseHeader, when set, is the response header (or trailer)
+	// whose whole-number value is the request's real cost, settled after
+	// the response (Settle).
+	CostResponseHeader string
 
 	match        config.Match
-	settles      bool                               // some policy (or plan policy) has count_status
+	settles      bool                               // a cost header, or some policy (or plan policy) with count_status
 	counters     []*metrics.PolicyCounters          // parallel to Policies
 	planCounters map[string]*metrics.PolicyCounters // plan policy name → counters
 }
@@ -109,7 +113,8 @@ type Route struct {
 func (r *Route) Limited() bool { return len(r.Policies) > 0 || r.Plans != nil }
 
 // Settles reports whether the route's requests must be settled with their
-// response (Limiter.Settle): a policy of the route or of one of its plans
+// response (Limiter.Settle): the route takes its cost from the response
+// (CostResponseHeader), or a policy of the route or of one of its plans
 // counts only some response statuses (count_status).
 func (r *Route) Settles() bool { return r.settles }
 

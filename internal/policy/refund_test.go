@@ -124,3 +124,5 @@ func TestLimiterRefundFloor(t *testing.T) {
 		t.Fatalf("floor after the refund: %d remaining, want 3 of 3", n)
 	}
 }
+
+func (refundDown) Charge(context.Context, []store.Check, int64) error { return errRefundDown }

@@ -117,6 +117,7 @@ type Result struct {
 	cost     int64                // cost charged to each non-concurrency check
 	keyBuf   []byte
 	settle   []store.Check // scratch: the checks Settle refunds, one stage at a time
+	extra    []store.Check // scratch: the checks Settle charges (a dearer response)
 	refunded bool          // Refund ran
 	settled  bool          // Settle ran
 }

@@ -19,17 +19,28 @@ type Settlement struct {
 	// rlproxy answered in its place (502, 504, 408), or 499 (nginx's
 	// "client closed request") when the client left before any was sent.
 	Status int
+	// Cost is the request's real cost from the response (its route's
+	// cost_response_header), when HasCost; without it (no such header on
+	// the route, or a value missing or malformed) the up-front cost stands.
+	Cost    int64
+	HasCost bool
 }
 
-// Settle finishes res's decision once its response is known: a policy
-// with count_status charged the request a reservation at Decide (so a
-// client at its limit is refused before the upstream, and concurrent
-// requests can never admit more than the limit of counted outcomes), and
-// Settle refunds that reservation, at the instant and cost it was charged,
-// when the response's status is not one the policy counts. Policies
-// without count_status keep their charge. It walks res's record like
-// Refund (store decisions that charged, the fallback floor included), runs
-// at most once, and is a no-op for a Result that was refused or already
+// Settle finishes res's decision once its response is known. It walks
+// res's record like Refund (store decisions that charged, the fallback
+// floor included) and, per policy:
+//
+//   - count_status: the request was charged a reservation at Decide (so a
+//     client at its limit is refused before the upstream, and concurrent
+//     requests can never admit more than the limit of counted outcomes);
+//     when the status is not one the policy counts, the reservation is
+//     refunded, at the instant and cost it was charged;
+//   - a response cost (s.HasCost): the difference to the cost charged at
+//     Decide is refunded at that instant (cheaper), or charged now without
+//     refusal (dearer: store.Store.Charge; a bucket may go into debt).
+//
+// Concurrency policies keep their lease (Release ends it). Settle runs at
+// most once, and is a no-op for a Result that was refused or already
 // refunded. The request's rlproxy_requests_total decision stays what
 // Decide counted (allowed or delayed): the metric counts decisions, not
 // charges. Call it before Release.
@@ -38,28 +49,42 @@ func (l *Limiter) Settle(res *Result, s Settlement) {
 		return
 	}
 	res.settled = true
-	var ctx context.Context
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
 	for st := range res.stages {
-		d := &res.stages[st]
-		if !d.charged {
+		if d := &res.stages[st]; d.charged {
+			l.settleStage(ctx, res, stage(st), s)
+		}
+	}
+}
+
+// settleStage settles the checks of one charged decision of res.
+func (l *Limiter) settleStage(ctx context.Context, res *Result, st stage, s Settlement) {
+	d := &res.stages[st]
+	res.settle, res.extra = res.settle[:0], res.extra[:0]
+	for i := range res.Items {
+		it := &res.Items[i]
+		if it.stage != st {
 			continue
 		}
-		res.settle = res.settle[:0]
-		for i := range res.Items {
-			it := &res.Items[i]
-			if cs := it.Policy.CountStatus; it.stage == stage(st) && cs != nil && !cs.Has(s.Status) {
-				res.settle = append(res.settle, d.checks[it.check])
-			}
+		ck := d.checks[it.check]
+		switch {
+		case ck.Limit.Kind == algo.Concurrency:
+		case it.Policy.CountStatus != nil && !it.Policy.CountStatus.Has(s.Status):
+			res.settle = append(res.settle, ck)
+		case s.HasCost && s.Cost < ck.Cost:
+			ck.Cost -= s.Cost
+			res.settle = append(res.settle, ck)
+		case s.HasCost && s.Cost > ck.Cost:
+			ck.Cost = s.Cost - ck.Cost
+			res.extra = append(res.extra, ck)
 		}
-		if len(res.settle) == 0 {
-			continue
-		}
-		if ctx == nil {
-			c, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-			defer cancel()
-			ctx = c
-		}
-		l.cleanupFailed(ctx, metrics.CleanupRefund, l.storeFor(stage(st)).Refund(ctx, res.settle, d.at))
+	}
+	if len(res.settle) > 0 {
+		l.cleanupFailed(ctx, metrics.CleanupRefund, l.storeFor(st).Refund(ctx, res.settle, d.at))
+	}
+	if len(res.extra) > 0 {
+		l.cleanupFailed(ctx, metrics.CleanupCharge, l.storeFor(st).Charge(ctx, res.extra, l.decideAt()))
 	}
 }
 

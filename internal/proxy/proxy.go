@@ -129,7 +129,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if route.Settles() {
-		forwardSettled(w, r, rt.Limiter, up.limited, res)
+		s.forwardSettled(w, r, rt.Limiter, route, up.limited, res)
 		return
 	}
 	up.limited.ServeHTTP(w, r)

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"net/http"
+	"strconv"
+	"strings"
 
 	"rlproxy/internal/policy"
 )
@@ -10,21 +12,57 @@ import (
 // response status was sent (nginx's 499 "client closed request").
 const statusClientClosed = 499
 
-// forwardSettled forwards r through h and then settles res with the
-// response's status (policy.Limiter.Settle, for count_status): the status
-// the upstream answered, the one rlproxy answered in its place (502 for an
+// forwardSettled forwards r through h and then settles res
+// (policy.Limiter.Settle) with the response's status — the status the
+// upstream answered, the one rlproxy answered in its place (502 for an
 // upstream failure, 504, 408 for a stalled body), or 499 when the client
-// left before any status was sent. It settles once the whole response,
-// trailers included, has been written, so a reservation is held for as
-// long as its response streams.
-func forwardSettled(w http.ResponseWriter, r *http.Request, l *policy.Limiter, h http.Handler, res *policy.Result) {
+// left before any status was sent — and, for a route with a
+// cost_response_header, the whole-number cost its response reported. It
+// settles once the whole response, trailers included, has been written,
+// so a reservation is held for as long as its response streams.
+func (s *Server) forwardSettled(w http.ResponseWriter, r *http.Request, l *policy.Limiter, route *policy.Route, h http.Handler, res *policy.Result) {
 	sw := &statusWriter{ResponseWriter: w}
 	h.ServeHTTP(sw, r)
-	status := sw.status
-	if status == 0 {
-		status = statusClientClosed
+	st := policy.Settlement{Status: sw.status}
+	if st.Status == 0 {
+		st.Status = statusClientClosed
 	}
-	l.Settle(res, policy.Settlement{Status: status})
+	if name := route.CostResponseHeader; name != "" {
+		st.Cost, st.HasCost = responseCost(w.Header(), name)
+		if !st.HasCost && s.metrics != nil && upstreamAnswered(st.Status) {
+			s.metrics.CostHeaderInvalid(route.Name)
+		}
+	}
+	l.Settle(res, st)
+}
+
+// responseCost reads the cost header name from a written response's
+// header map: the header, else the trailer (which ReverseProxy copies into
+// the map after the body, under its name when announced and under
+// http.TrailerPrefix otherwise: chunked and gRPC responses). The value
+// must be one whole number ≥ 0.
+func responseCost(h http.Header, name string) (int64, bool) {
+	v := h[name]
+	if len(v) == 0 {
+		v = h[http.TrailerPrefix+name]
+	}
+	if len(v) != 1 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// upstreamAnswered reports whether status came from the upstream rather
+// than from rlproxy in its place (a failure, a stalled body, a client
+// gone): only an upstream's answer without a usable cost is counted as
+// invalid.
+func upstreamAnswered(status int) bool {
+	switch status {
+	case http.StatusBadGateway, http.StatusGatewayTimeout, http.StatusRequestTimeout, statusClientClosed:
+		return false
+	}
+	return true
 }
 
 // statusWriter records the final status of the response written through

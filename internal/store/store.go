@@ -56,6 +56,15 @@ type Store interface {
 	// is algo.Limit.RefundLease (floors included). An error means the
 	// refund may not have run; the charge then stands until it expires.
 	Refund(ctx context.Context, checks []Check, now int64) error
+	// Charge adds each check's Cost to its state at now (0: the store's
+	// clock) unconditionally: nothing is refused, and a bucket may go into
+	// debt that its refill repays before it accepts again. The policy layer
+	// charges with it the cost a response reported beyond what its request
+	// was charged when decided (a route's cost_response_header). Per
+	// algorithm it is algo.Limit.ForceCharge (caps included); Concurrency
+	// checks and checks of cost 0 are ignored. An error means the charge
+	// may not have run.
+	Charge(ctx context.Context, checks []Check, now int64) error
 	// Close releases connections and background goroutines.
 	Close() error
 }

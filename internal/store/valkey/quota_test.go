@@ -146,3 +146,42 @@ func TestRefundCalendar(t *testing.T) {
 		}
 	}
 }
+
+// TestDifferentialChargeCalendar: unconditional charges and refunds on
+// calendar windows (lua/calendar.lua's charges) agree with the memory
+// store and package algo's ForceCharge, expiries included, across
+// Berlin's DST days and a month end.
+func TestDifferentialChargeCalendar(t *testing.T) {
+	st, srv := newStore(t)
+	c := newChargeTrio(t, st, srv)
+	rng := rand.New(rand.NewPCG(16, 3))
+	start, _ := time.Parse(time.RFC3339, "2027-03-27T20:00:00+01:00")
+	for u := algo.Day; u <= algo.Month; u++ {
+		cal, err := algo.NewCalendar(u, "Europe/Berlin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kind := range []algo.Kind{algo.FixedWindow, algo.SlidingWindow} {
+			l := algo.Limit{Kind: kind, Count: 10, Period: cal.Longest(), Calendar: cal}
+			key := fmt.Sprintf("rl:v2:{chcal}:%d:%d", u, kind)
+			now := start.UnixMilli()
+			for range 200 {
+				now += rng.Int64N(3_600_000)
+				ck := store.Check{Key: key, Limit: l, Cost: 1}
+				if !c.decide([]store.Check{ck}, now) {
+					continue
+				}
+				switch x := rng.IntN(10); {
+				case x < 6:
+					extra := ck
+					extra.Cost = 1 + rng.Int64N(30)
+					now += rng.Int64N(50)
+					c.charge([]store.Check{extra}, now)
+				case x < 8:
+					c.refund([]store.Check{ck}, now)
+				}
+			}
+		}
+	}
+	t.Logf("%d steps: identical", c.steps)
+}

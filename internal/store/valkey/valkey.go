@@ -151,6 +151,7 @@ func scriptSource() (string, error) {
 		"leaky_bucket.lua",
 		"concurrency.lua",
 		"refund.lua",
+		"charge.lua",
 		"calendar.lua",
 		"dispatch.lua",
 	} {

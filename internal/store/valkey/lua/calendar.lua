@@ -44,12 +44,13 @@ local function sliding_calendar(key, now, charge, count, b0, b1, b2, b3, cost, t
   return allowed, remaining, retry, 0, stop - now
 end
 
--- The refunds (refund.lua) of kinds 7 and 8, given the check's ARGV offset.
+-- The refunds (refund.lua) and charges (charge.lua) of kinds 7 and 8,
+-- given the check's ARGV offset b.
 local function calendar_args(b)
   return tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), ARGV[b + 8]
 end
 
-local function refund_fixed_calendar(key, now, _, cost, _, b)
+local function refund_fixed_calendar(key, now, _, cost, _, _, b)
   local _, start = calendar_span(now, calendar_args(b))
   local sw, sn = load(key, 2)
   if sw == start then
@@ -57,7 +58,7 @@ local function refund_fixed_calendar(key, now, _, cost, _, b)
   end
 end
 
-local function refund_sliding_calendar(key, now, _, cost, _, b)
+local function refund_sliding_calendar(key, now, _, cost, _, _, b)
   local _, start, stop = calendar_span(now, calendar_args(b))
   local sw, sc, sp = load(key, 3)
   if sw == start then
@@ -65,4 +66,26 @@ local function refund_sliding_calendar(key, now, _, cost, _, b)
   elseif sw == stop then
     unsave(key, 3, sw, sc, math.max(sp - cost, 0))
   end
+end
+
+local function charge_fixed_calendar(key, now, count, _, _, cost, b)
+  local _, start, stop = calendar_span(now, calendar_args(b))
+  local n = 0
+  local sw, sn = load(key, 2)
+  if sw == start then
+    n = sn
+  end
+  save(key, stop - now, 2, start, math.min(n + cost, 2 * count))
+end
+
+local function charge_sliding_calendar(key, now, count, _, _, cost, b)
+  local pstart, start, _, nstop = calendar_span(now, calendar_args(b))
+  local curr, prev = 0, 0
+  local sw, sc, sp = load(key, 3)
+  if sw == start then
+    curr, prev = sc, sp
+  elseif sw == pstart then
+    prev = sc
+  end
+  save(key, nstop - now, 3, start, math.min(curr + cost, 2 * count), prev)
 end

@@ -2,12 +2,14 @@
 -- KEYS: one key per check, all distinct. ARGV[1] = now (Unix ms; 0 = the
 -- server's TIME), ARGV[2] = mode: 0 decide (charge all or none), 1 check
 -- (decide, write nothing; accepted checks report their cost-0 values), 2
--- refund (undo a charge made at now, refund.lua; reply {now}); ARGV[3] = n,
--- the number of identical requests to decide one after another at now (1
--- to 1000; 1 in mode 2); then 8 per check: kind, Count, Period, Burst,
+-- refund (undo a charge made at now, refund.lua; reply {now}), 3 charge
+-- (unconditionally, charge.lua; reply {now}); ARGV[3] = n, the number of
+-- identical requests to decide one after another at now (1 to 1000; 1 in
+-- modes 2 and 3); then 8 per check: kind, Count, Period, Burst,
 -- Delay, NoDelay (0/1), cost, lease id (kinds 7 and 8 carry calendar
--- boundaries in Period to NoDelay and the lease slot, calendar.lua). Reply: {now, then per request, per
--- check allowed, remaining, retryAfter, wait, resetAfter}.
+-- boundaries in Period to NoDelay and the lease slot, calendar.lua).
+-- Reply: {now, then per request, per check allowed, remaining,
+-- retryAfter, wait, resetAfter}.
 local nargs = 8
 if #ARGV ~= 3 + nargs * #KEYS then
   return redis.error_reply('ERR rlproxy: ' .. #ARGV .. ' args for ' .. #KEYS .. ' keys, want 3+8 per key')
@@ -15,7 +17,7 @@ end
 local mode = ARGV[2]
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[3])
-if not n or n < 1 or n > 1000 or n % 1 ~= 0 or (mode == '2' and n ~= 1) then
+if not n or n < 1 or n > 1000 or n % 1 ~= 0 or ((mode == '2' or mode == '3') and n ~= 1) then
   return redis.error_reply('ERR rlproxy: ' .. ARGV[3] .. ' requests to decide')
 end
 if now == 0 then
@@ -31,7 +33,28 @@ if mode == '2' then
     local b = 3 + (i - 1) * nargs
     local f, cost = U[tonumber(ARGV[b + 1])], tonumber(ARGV[b + 7])
     if f and cost > 0 then
-      f(KEYS[i], now, tonumber(ARGV[b + 3]), cost, ARGV[b + 8], b)
+      f(KEYS[i], now, tonumber(ARGV[b + 3]), cost, ARGV[b + 8], tonumber(ARGV[b + 4]), b)
+    end
+  end
+  return { now }
+end
+
+if mode == '3' then
+  local F = { charge_fixed_window, charge_sliding_log, charge_sliding_window,
+    charge_token_bucket, charge_leaky_bucket, nil, charge_fixed_calendar, charge_sliding_calendar }
+  for i = 1, #KEYS do
+    local b = 3 + (i - 1) * nargs
+    local kind, cost = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 7])
+    local f = F[kind]
+    if f and cost > 0 then
+      local count, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
+      local quota = count -- algo.Limit.Quota
+      if kind == 4 then
+        quota = burst
+      elseif kind == 5 then
+        quota = burst + 1
+      end
+      f(KEYS[i], now, count, tonumber(ARGV[b + 3]), burst, math.min(cost, quota), b)
     end
   end
   return { now }

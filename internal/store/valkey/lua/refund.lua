@@ -5,7 +5,7 @@
 -- function undoes exactly the charge of cost c that the algorithm of the
 -- same kind wrote at now, whatever other requests charged since, and keeps
 -- the key's TTL (the refunded state is idle no later than the charged one).
--- Each is f(key, now, period, cost, lease) (values of the check's ARGV).
+-- Each is f(key, now, period, cost, lease, burst) (values of the check's ARGV).
 
 -- unsave rewrites a packed state of n doubles, keeping the key's expiry.
 local function unsave(key, n, ...)
@@ -49,9 +49,17 @@ local function refund_sliding_window(key, now, W, cost)
   end
 end
 
-local function refund_token_bucket(key, _, P, cost) -- give the c tokens back (deficit -= c)
+-- give the c tokens back (deficit -= c), repaying a debt (D < 0) first
+local function refund_token_bucket(key, _, P, cost, _, burst)
   local D, L = load(key, 2)
-  if D then
+  if D and D < 0 then
+    local BP = burst * P
+    local X = math.max(BP - D - cost * P, 0)
+    if X > BP then
+      X = BP - X
+    end
+    unsave(key, 2, X, L)
+  elseif D then
     unsave(key, 2, math.max(D - cost * P, 0), L)
   end
 end

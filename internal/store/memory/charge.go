@@ -1,0 +1,41 @@
+package memory
+
+import (
+	"context"
+
+	"rlproxy/internal/algo"
+	"rlproxy/internal/store"
+)
+
+// Charge implements store.Store: under the locks of their shards, each
+// check's Cost is added to its state at now unconditionally
+// (algo.Limit.ForceCharge: the same charge the Valkey charge script
+// makes), creating the state when there is none; the key's expiry becomes
+// its new idle time. Concurrency checks and cost 0 are ignored. now 0
+// means the store's clock. It never fails.
+func (s *Store) Charge(_ context.Context, checks []store.Check, now int64) error {
+	var keyBuf [inline]key
+	keys := keyBuf[:0]
+	for i := range checks {
+		keys = append(keys, s.hash(checks[i].Key))
+	}
+	var shardBuf [inline]uint32
+	shards := s.lock(keys, shardBuf[:0])
+	defer s.unlock(shards)
+	if now == 0 {
+		now = s.clock()
+	}
+	for i := range checks {
+		c := &checks[i]
+		if c.Cost <= 0 || c.Limit.Kind == algo.Concurrency {
+			continue
+		}
+		sh := s.shard(keys[i])
+		slot, idx := sh.find(keys[i])
+		var st algo.State // a copy: ForceCharge replaces the log, never its elements
+		sh.load(idx, c.Limit.Kind, &st)
+		c.Limit.ForceCharge(&st, now, c.Cost)
+		s.save(sh, slot, idx, keys[i], &c.Limit, &st, now, c.Limit.IdleMillis(&st, now))
+	}
+	return nil
+}
