@@ -110,7 +110,7 @@ type Valkey struct {
 	Password       string // resolved from password_env, never inline
 	TLS            bool
 	CAFile         string
-	Timeout        time.Duration // per decision, default 50ms
+	Timeout        time.Duration // per round trip from its send, default 2s (README: why)
 	KeyPrefix      string        // default "rl:"
 	SentinelMaster string        // when set, Addrs are Sentinels
 	// DisableLocalCache is `local_cache: false` (default true): no local

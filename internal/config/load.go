@@ -87,7 +87,7 @@ func defaults(path string) *Config {
 		Store: Store{
 			Type:       "memory",
 			MaxKeys:    1_000_000,
-			Valkey:     Valkey{Timeout: 50 * time.Millisecond, KeyPrefix: "rl:"},
+			Valkey:     Valkey{Timeout: 2 * time.Second, KeyPrefix: "rl:"},
 			Breaker:    Breaker{Failures: 5, Cooldown: 500 * time.Millisecond},
 			HashSecret: []byte(builtinHashSecret),
 		},

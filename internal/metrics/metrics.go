@@ -88,13 +88,14 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 		decisionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "rlproxy_decision_duration_seconds",
 			Help: "Time to decide one request against all its policies, store round trip included.",
-			// 50 µs (memory store) to 250 ms (past the default 50 ms store timeout).
-			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+			// 50 µs (memory store) to 2.5 s (past the default store
+			// timeout, a loaded proxy's queueing included).
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 		storeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rlproxy_store_duration_seconds",
 			Help:    "Time of one store round trip (Decide or Release).",
-			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "rlproxy_delay_seconds",

@@ -15,6 +15,7 @@ const (
 // users, beside rlproxy_store_up and rlproxy_store_errors_total (round trips).
 type storeMetrics struct {
 	fallback *prometheus.CounterVec
+	nodeUp   *prometheus.GaugeVec
 }
 
 // newStoreMetrics builds and registers the store collectors on reg.
@@ -25,8 +26,12 @@ func newStoreMetrics(reg *prometheus.Registry) *storeMetrics {
 			Help: "Policy decisions made without the store (store error or open circuit), by policy and by " +
 				"the policy's fail mode: open (passed), floor (the per-instance fallback decided), closed (503).",
 		}, []string{"policy", "mode"}),
+		nodeUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rlproxy_store_node_up",
+			Help: "1 while the circuit breaker of this store node (a Cluster master by address, or the one server) is closed, 0 while it is open.",
+		}, []string{"node"}),
 	}
-	reg.MustRegister(s.fallback)
+	reg.MustRegister(s.fallback, s.nodeUp)
 	return s
 }
 
@@ -50,4 +55,10 @@ func (m *Metrics) StoreFallback(policy, mode string) {
 		return
 	}
 	m.store.fallback.WithLabelValues(policy, mode).Inc()
+}
+
+// SetStoreNodeUp records the breaker's view of one store node (its
+// circuit closed: up). Nodes come from the store's topology: a handful.
+func (m *Metrics) SetStoreNodeUp(node string, up bool) {
+	m.store.nodeUp.WithLabelValues(node).Set(b2f(up))
 }

@@ -316,31 +316,33 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 		}
 		tc = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	}
-	// The circuit judges round trips, which the store reports: a batch of
-	// decisions that times out is one failure, not one per decision.
+	// One circuit per node (Cluster master), judging round trips, which
+	// the store reports: a batch of decisions that times out is one
+	// failure, and a dead master opens only its own slots' circuit.
 	b := cfg.Store.Breaker
-	circ := guard.NewCircuit(guard.BreakerOptions{
+	var circs *guard.Circuits
+	circs = guard.NewCircuits(guard.BreakerOptions{
 		Failures: b.Failures, Cooldown: b.Cooldown,
 		FailureRatio: b.FailureRatio, Window: b.Window, MinCalls: b.MinCalls,
-		OnStateChange: func(open bool) {
-			a.metrics.SetBreakerOpen(open)
-			if open {
-				a.log.Warn("store unreachable: circuit breaker open, applying each policy's fail mode")
-			} else {
-				a.log.Info("store reachable again: circuit breaker closed")
-			}
-		},
-	})
+	}, func(node string, open bool) {
+		a.metrics.SetStoreNodeUp(node, !open)
+		a.metrics.SetBreakerOpen(!circs.Up())
+		if open {
+			a.log.Warn("store node unreachable: circuit breaker open, its keys follow each policy's fail mode", "node", node)
+		} else {
+			a.log.Info("store node reachable again: circuit breaker closed", "node", node)
+		}
+	}, func(node string) { a.metrics.SetStoreNodeUp(node, true) })
 	vs, err := valkey.New(context.Background(), valkey.Options{
 		Addrs: v.Addrs, Username: v.Username, Password: v.Password, TLS: tc,
 		Timeout: v.Timeout, KeyPrefix: v.KeyPrefix, SentinelMaster: v.SentinelMaster,
-		OnRoundTrip: circ.Record,
+		OnRoundTrip: circs.Record,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("building valkey store: %w", err)
 	}
 	a.metrics.SetStoreUp(true)
-	br := circ.Guard(vs)
+	br := circs.Guard(vs, vs.Node)
 	if v.DisableLocalCache { // local_cache: false
 		return br, nil, nil
 	}

@@ -26,12 +26,10 @@ var ErrOpen = errors.New("store circuit open")
 // it lets a few probe decisions through. The breaker never retries
 // anything itself.
 //
-// What the circuit judges is round trips. A Breaker made by NewBreaker
-// counts each Decide as one (a store that makes one round trip per
-// decision); one made by Circuit.Guard leaves the counting to the store,
-// which reports each round trip to Circuit.Record (the Valkey store's
-// Options.OnRoundTrip), so that a batch of many decisions that times out
-// is one failure, not one per decision in it.
+// What the circuits judge is round trips, which the store reports to
+// Circuits.Record (the Valkey store's Options.OnRoundTrip): a batch of
+// many decisions that times out is one failure, not one per decision in
+// it, and on a Cluster each master (slot owner) has its own circuit.
 //
 // A decision that fails only because the caller cancelled its context
 // (context.Canceled with ctx done) says nothing about the store: it neither
@@ -43,48 +41,94 @@ var ErrOpen = errors.New("store circuit open")
 // move the state (a lease that cannot be released expires after its TTL
 // anyway).
 type Breaker struct {
-	next   store.Store
-	c      *Circuit
-	record bool // Decide's outcomes are the round trips (NewBreaker)
+	next     store.Store
+	circuits *Circuits
+	nodeOf   func(key string) string // nil: every key on node ""
 }
 
-// NewBreaker returns a Breaker in front of next, with a new closed Circuit
-// for opts, that counts every Decide as one round trip.
-func NewBreaker(next store.Store, opts BreakerOptions) *Breaker {
-	return &Breaker{next: next, c: NewCircuit(opts), record: true}
+// Guard returns a Breaker in front of next that refuses a decision while
+// the circuit of a node its keys live on (nodeOf; nil = one node "") is
+// open, and leaves the counting of round trips to next, which reports
+// each one to cs.Record.
+func (cs *Circuits) Guard(next store.Store, nodeOf func(key string) string) *Breaker {
+	return &Breaker{next: next, circuits: cs, nodeOf: nodeOf}
 }
 
-// Guard returns a Breaker in front of next that refuses while c is open
-// and leaves the counting of round trips to next, which reports each one
-// to c.Record.
-func (c *Circuit) Guard(next store.Store) *Breaker {
-	return &Breaker{next: next, c: c}
-}
+// Up reports whether every node's circuit is closed (the breaker's view
+// for rlproxy_breaker_open): false from the failure that opened one until
+// its probes close it again.
+func (b *Breaker) Up() bool { return b.circuits.Up() }
 
-// Up reports whether the circuit is closed (the rlproxy_store_up metric's
-// breaker view): false from the failure that opened it until the probes
-// close it again.
-func (b *Breaker) Up() bool { return b.c.Up() }
+// maxNodesPerDecision bounds the nodes one decision's checks are admitted
+// on without allocating (a route's policies rarely use more than two key
+// sources, hence slots); beyond it the checks share the last admission.
+const maxNodesPerDecision = 4
 
-// Decide forwards to the wrapped store while the circuit is closed, and
-// while it is half-open for its probes; otherwise it returns ErrOpen
-// without calling the store. Errors from the store are returned unchanged.
+// Decide forwards to the wrapped store when the circuits of the nodes of
+// all checks' keys admit it (closed, or half-open for their probes);
+// otherwise it returns ErrOpen without calling the store. Errors from the
+// store are returned unchanged.
 func (b *Breaker) Decide(ctx context.Context, checks []store.Check, now int64, out []algo.Decision) (int64, error) {
-	probe, ok := b.c.allow()
+	var adm [maxNodesPerDecision]admission
+	n, ok := b.admit(checks, &adm)
 	if !ok {
 		return 0, ErrOpen
 	}
 	used, err := b.next.Decide(ctx, checks, now, out)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		if probe {
-			b.c.unprobe()
+		for _, a := range adm[:n] {
+			if a.probe {
+				a.c.unprobe()
+			}
 		}
 		return used, err
 	}
-	if b.record {
-		b.c.Record(err)
-	}
 	return used, err
+}
+
+// admission is one node's circuit admitting a decision, as a probe or not.
+type admission struct {
+	c     *Circuit
+	probe bool
+}
+
+// admit asks the circuit of each distinct node of checks to admit the
+// decision, filling adm; on a refusal it gives back the probes already
+// taken. It returns how many admissions adm holds and whether all agreed.
+func (b *Breaker) admit(checks []store.Check, adm *[maxNodesPerDecision]admission) (int, bool) {
+	n := 0
+	add := func(node string) bool {
+		c := b.circuits.node(node)
+		for _, a := range adm[:n] {
+			if a.c == c {
+				return true
+			}
+		}
+		if n == len(adm) {
+			return true
+		}
+		probe, ok := c.allow()
+		if ok {
+			adm[n] = admission{c, probe}
+			n++
+		}
+		return ok
+	}
+	ok := true
+	if b.nodeOf == nil || len(checks) == 0 {
+		ok = add("")
+	}
+	for i := 0; ok && b.nodeOf != nil && i < len(checks); i++ {
+		ok = add(b.nodeOf(checks[i].Key))
+	}
+	if !ok {
+		for _, a := range adm[:n] {
+			if a.probe {
+				a.c.unprobe()
+			}
+		}
+	}
+	return n, ok
 }
 
 // Release forwards to the wrapped store in every state and returns its error;

@@ -107,7 +107,7 @@ func TestBreakerSteps(t *testing.T) {
 	clk := &fakeClock{}
 	st := &scriptStore{}
 	var changes string
-	b := NewBreaker(st, BreakerOptions{Failures: 3, Cooldown: 500 * time.Millisecond, Probes: 1, Now: clk.now,
+	b := newBreaker(st, BreakerOptions{Failures: 3, Cooldown: 500 * time.Millisecond, Probes: 1, Now: clk.now,
 		OnStateChange: func(open bool) {
 			if open {
 				changes += "open "
@@ -149,7 +149,7 @@ func TestBreakerDefaults(t *testing.T) {
 	clk := &fakeClock{}
 	clk.set(0)
 	st := &scriptStore{err: errDown}
-	b := NewBreaker(st, BreakerOptions{Now: clk.now})
+	b := newBreaker(st, BreakerOptions{Now: clk.now})
 	out := make([]algo.Decision, 1)
 	for range 10 {
 		b.Decide(context.Background(), nil, 0, out)
@@ -173,7 +173,7 @@ func TestBreakerOneProbe(t *testing.T) {
 	clk := &fakeClock{}
 	clk.set(0)
 	st := &scriptStore{err: errDown}
-	b := NewBreaker(st, BreakerOptions{Failures: 1, Probes: 1, Now: clk.now})
+	b := newBreaker(st, BreakerOptions{Failures: 1, Probes: 1, Now: clk.now})
 	out := make([]algo.Decision, 1)
 	b.Decide(context.Background(), nil, 0, out) // opens
 	clk.set(time.Second)
@@ -219,7 +219,7 @@ func TestBreakerOneProbe(t *testing.T) {
 // with ErrOpen or answered by the store, never both and never lost.
 func TestBreakerConcurrent(t *testing.T) {
 	st := &flakyStore{}
-	b := NewBreaker(st, BreakerOptions{Failures: 3, Cooldown: time.Millisecond})
+	b := newBreaker(st, BreakerOptions{Failures: 3, Cooldown: time.Millisecond})
 	var wg sync.WaitGroup
 	var open, reached atomic.Int64
 	for g := range 8 {
@@ -256,7 +256,7 @@ func (s *flakyStore) Close() error                                 { return nil 
 
 // BenchmarkBreakerClosed measures the closed-state overhead.
 func BenchmarkBreakerClosed(b *testing.B) {
-	br := NewBreaker(&scriptStore{}, BreakerOptions{})
+	br := newBreaker(&scriptStore{}, BreakerOptions{})
 	out := make([]algo.Decision, 1)
 	b.ReportAllocs()
 	for b.Loop() {

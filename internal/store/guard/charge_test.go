@@ -22,7 +22,7 @@ func TestChargePassesThrough(t *testing.T) {
 	ms := memory.New(memory.Options{MaxKeys: 10, SweepInterval: -1})
 	defer ms.Close()
 	c := NewOverLimitCache(ms, OverLimitOptions{})
-	b := NewBreaker(c, BreakerOptions{})
+	b := newBreaker(c, BreakerOptions{})
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 5, Period: 60_000}
 	const now = 1_700_000_010_000
 	ck := []store.Check{{Key: "{c}:fw", Limit: l, Cost: 4}}

@@ -20,7 +20,7 @@ const (
 	// DefaultMinCalls is the round trips a window needs before its ratio counts.
 	DefaultMinCalls = 20
 	// DefaultProbes is the probe decisions a half-open circuit lets
-	// through; all must succeed to close it.
+	// through and judges by FailureRatio.
 	DefaultProbes = 3
 )
 
@@ -46,9 +46,9 @@ type BreakerOptions struct {
 	// MinCalls is the round trips the window needs before its ratio is
 	// judged; <= 0 means DefaultMinCalls (20).
 	MinCalls int
-	// Probes is the decisions a half-open circuit lets through; all must
-	// succeed to close it, one failure re-opens it; <= 0 means
-	// DefaultProbes (3). Probes whose outcome never came (their caller
+	// Probes is the decisions a half-open circuit lets through; once their
+	// outcomes are in it closes, unless FailureRatio of them failed, which
+	// re-opens it at once; <= 0 means DefaultProbes (3). Probes whose outcome never came (their caller
 	// left) are given again after another Cooldown.
 	Probes int
 	// Now is the clock; nil means time.Now. Only its monotonic progress
@@ -79,6 +79,7 @@ type Circuit struct {
 	half        bool                  // half-open: probing
 	probesLeft  int                   // admissions left in this half-open round
 	probesOK    int                   // successful probes in this half-open state
+	probesBad   int                   // failed probes in this half-open state
 }
 
 // bucket counts the round trips of one slice of the window.
@@ -139,7 +140,7 @@ func (c *Circuit) allow() (probe, ok bool) {
 	if now.Sub(c.openedAt) < c.opt.Cooldown {
 		return false, false
 	}
-	c.half, c.probesLeft, c.probesOK, c.openedAt = true, c.opt.Probes-1, 0, now
+	c.half, c.probesLeft, c.probesOK, c.probesBad, c.openedAt = true, c.opt.Probes-1, 0, 0, now
 	return true, true
 }
 
@@ -154,8 +155,8 @@ func (c *Circuit) unprobe() {
 
 // Record counts one round trip to the store: err nil is a success, any
 // other a failure (the caller leaves out round trips whose caller gave
-// up). A success of a half-open circuit's probes closes it once Probes
-// succeeded; a failure re-opens it. Round trips reported while the
+// up). A half-open circuit re-opens as soon as FailureRatio of its Probes
+// failed, and closes once all Probes reported otherwise. Round trips reported while the
 // circuit is open (sent before it opened) are ignored.
 func (c *Circuit) Record(err error) {
 	c.mu.Lock()
@@ -179,11 +180,20 @@ func (c *Circuit) record(err error) (changed, open bool) {
 		return true, true
 	case !c.half:
 		return false, false
-	case err != nil: // a probe failed: open for another Cooldown
+	}
+	// Half-open: judge the probes as resilience4j does, by the failure
+	// ratio of the Probes of this round (a stale connection's single
+	// failure among them does not keep the store shut).
+	if err != nil {
+		c.probesBad++
+	} else {
+		c.probesOK++
+	}
+	if float64(c.probesBad) >= c.opt.FailureRatio*float64(c.opt.Probes) { // open for another Cooldown
 		c.openedAt, c.half = now, false
 		return false, false
 	}
-	if c.probesOK++; c.probesOK < c.opt.Probes {
+	if c.probesOK+c.probesBad < c.opt.Probes {
 		return false, false
 	}
 	c.consecutive, c.buckets, c.half = 0, [windowBuckets]bucket{}, false

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rlproxy/internal/algo"
+	"rlproxy/internal/store"
 )
 
 // TestCircuitRatio: with Failures 5, FailureRatio 0.5, MinCalls 10 and a
@@ -59,8 +60,8 @@ func TestCircuitRatio(t *testing.T) {
 }
 
 // TestCircuitProbes: half-open, the circuit lets exactly Probes (3)
-// decisions through; it closes once all three succeeded, and one failure
-// among them opens it again for a Cooldown. Probes that never report are
+// decisions through; two failures among them (ratio 0.5) open it again
+// for a Cooldown, one among three reported closes it. Probes that never report are
 // given again a Cooldown after their round began.
 func TestCircuitProbes(t *testing.T) {
 	clk := &fakeClock{}
@@ -82,10 +83,13 @@ func TestCircuitProbes(t *testing.T) {
 	if n := admit(); n != DefaultProbes {
 		t.Fatalf("half-open: %d admitted, want %d", n, DefaultProbes)
 	}
-	c.Record(nil)
-	c.Record(errDown) // the second probe fails
+	c.Record(errDown) // 1 of 3 failed: below the ratio 0.5
+	if c.Up() {
+		t.Fatal("closed before every probe reported")
+	}
+	c.Record(errDown) // 2 of 3 failed: >= 0.5 × 3
 	if c.Up() || admit() != 0 {
-		t.Fatal("a failed probe did not re-open the circuit")
+		t.Fatal("two failed probes of three did not re-open the circuit")
 	}
 	clk.set(2 * DefaultCooldown)
 	if n := admit(); n != DefaultProbes {
@@ -100,33 +104,46 @@ func TestCircuitProbes(t *testing.T) {
 	if n := admit(); n != DefaultProbes {
 		t.Fatalf("unreported probes: %d admitted a Cooldown later, want %d", n, DefaultProbes)
 	}
-	for range DefaultProbes - 1 {
-		c.Record(nil)
-	}
+	c.Record(nil)
+	c.Record(errDown)
 	if c.Up() {
-		t.Fatal("closed before every probe succeeded")
+		t.Fatal("closed before every probe reported")
 	}
 	c.Record(nil)
 	if !c.Up() || admit() != 10 {
-		t.Fatal("three successful probes did not close the circuit")
+		t.Fatal("two successful probes and one failed of three did not close the circuit")
 	}
 }
 
-// TestGuardLeavesCountingToTheStore: a Breaker made by Circuit.Guard does
-// not count Decide's errors (the store reports its round trips), but
-// refuses once the circuit is open.
+// TestGuardLeavesCountingToTheStore: a Breaker made by Circuits.Guard
+// does not count Decide's errors (the store reports its round trips), and
+// refuses only decisions whose keys live on a node whose circuit is open:
+// the other nodes' keys still reach the store.
 func TestGuardLeavesCountingToTheStore(t *testing.T) {
-	c := NewCircuit(BreakerOptions{Failures: 1})
+	var changes []string
+	cs := NewCircuits(BreakerOptions{Failures: 1}, func(node string, open bool) { changes = append(changes, fmt.Sprint(node, " ", open)) }, nil)
 	st := &scriptStore{err: errDown}
-	b := c.Guard(st)
-	out := make([]algo.Decision, 1)
+	nodeOf := func(key string) string { return key[:1] } // "a…" on node a, "b…" on node b
+	b := cs.Guard(st, nodeOf)
+	out := make([]algo.Decision, 2)
+	onA, onB := []store.Check{{Key: "a1"}}, []store.Check{{Key: "b1"}}
 	for range 3 {
-		if _, err := b.Decide(context.Background(), nil, 0, out); err != errDown {
+		if _, err := b.Decide(context.Background(), onA, 0, out[:1]); err != errDown {
 			t.Fatalf("Decide: %v, want the store's error", err)
 		}
 	}
-	c.Record(errDown) // the one round trip those made
-	if _, err := b.Decide(context.Background(), nil, 0, out); err != ErrOpen || b.Up() {
-		t.Fatalf("after a reported failure: %v, Up %v; want ErrOpen, false", err, b.Up())
+	cs.Record("a", errDown) // the one round trip those made
+	if _, err := b.Decide(context.Background(), onA, 0, out[:1]); err != ErrOpen || b.Up() {
+		t.Fatalf("node a after a reported failure: %v, Up %v; want ErrOpen, false", err, b.Up())
+	}
+	st.set(nil)
+	if _, err := b.Decide(context.Background(), onB, 0, out[:1]); err != nil {
+		t.Fatalf("node b while a is open: %v, want the store's answer", err)
+	}
+	if _, err := b.Decide(context.Background(), []store.Check{{Key: "b2"}, {Key: "a2"}}, 0, out); err != ErrOpen {
+		t.Fatalf("a decision on nodes b and a while a is open: %v, want ErrOpen", err)
+	}
+	if !cs.Node("b").Up() || fmt.Sprint(changes) != "[a true]" {
+		t.Errorf("node b up %v, changes %v; want true, [a true]", cs.Node("b").Up(), changes)
 	}
 }

@@ -62,7 +62,7 @@ func (s *refundSpy) Close() error { return nil }
 // the circuit is open, and moves neither the circuit nor its counters.
 func TestBreakerRefundPassesThrough(t *testing.T) {
 	spy := &refundSpy{}
-	b := NewBreaker(spy, BreakerOptions{Failures: 2})
+	b := newBreaker(spy, BreakerOptions{Failures: 2})
 	out := make([]algo.Decision, 1)
 	ck := []store.Check{{Key: "{a}:tb", Limit: tb2, Cost: 1}}
 	for range 2 {

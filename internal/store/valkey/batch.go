@@ -165,6 +165,6 @@ func (s *Store) sendAlone(c valkeygo.Client, cl *call) reply {
 	ctx, cancel := context.WithTimeout(context.Background(), s.tmo)
 	defer cancel()
 	res := s.script.Exec(ctx, c, cl.keys, cl.args)
-	s.roundTrip(res.Error())
+	s.roundTrip(s.Node(cl.keys[0]), res.Error())
 	return reply{res: res, n: 1}
 }

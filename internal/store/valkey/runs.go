@@ -101,24 +101,15 @@ func groupRuns(calls []*call) []run {
 // ran) are sent again: the first through valkey-go's Lua helper, which
 // falls back to EVAL and so caches the script, the rest together as
 // EVALSHAs again, as long as some find none. Each DoMulti and each helper
-// call is one round trip for Options.OnRoundTrip, however many decisions
-// it carries. If valkey-go panics, every run not yet answered gets an error
-// before the panic goes on, so that no caller waits forever.
+// call is one round trip for Options.OnRoundTrip (one per node it reached,
+// on a Cluster), however many decisions it carries. If valkey-go panics,
+// every run not yet answered gets an error before the panic goes on, so
+// that no caller waits forever.
 func (s *Store) send(c valkeygo.Client, calls []*call) {
 	var runs []run
 	defer func() {
 		if r := recover(); r != nil {
-			err := fmt.Errorf("running decision batch: %v", r)
-			if runs == nil { // grouping panicked: nobody was answered
-				for _, cl := range calls {
-					cl.done <- reply{err: err}
-				}
-			}
-			for i := range runs {
-				if !runs[i].answered {
-					runs[i].answer(valkeygo.ValkeyResult{}, err)
-				}
-			}
+			failUnanswered(calls, runs, fmt.Errorf("running decision batch: %v", r))
 			panic(r)
 		}
 	}()
@@ -139,7 +130,7 @@ func (s *Store) send(c valkeygo.Client, calls []*call) {
 		if helper {
 			r := todo[0]
 			res := s.script.Exec(ctx, c, r.calls[0].keys, r.args())
-			s.roundTrip(res.Error())
+			s.roundTrip(s.Node(r.calls[0].keys[0]), res.Error())
 			r.answer(res, nil)
 			if todo = todo[1:]; len(todo) == 0 {
 				break
@@ -152,18 +143,32 @@ func (s *Store) send(c valkeygo.Client, calls []*call) {
 			cmds[j] = r.command(c, s.sha)
 		}
 		again := todo[:0]
-		var failed error // the first that says the server did not answer
+		var trips nodeTrips
 		for j, res := range c.DoMulti(ctx, cmds...) {
+			trips.add(s.Node(todo[j].calls[0].keys[0]), res.Error())
 			if err, ok := valkeygo.IsValkeyErr(res.Error()); ok && err.IsNoScript() {
 				again = append(again, todo[j])
 				continue
 			}
-			if err := roundTripErr(res.Error()); err != nil && failed == nil {
-				failed = err
-			}
 			todo[j].answer(res, nil)
 		}
-		s.roundTrip(failed)
+		trips.report(s)
 		todo, helper = again, true
+	}
+}
+
+// failUnanswered answers with err every call of a batch not yet answered:
+// all of calls when they were not grouped into runs yet (runs nil), else
+// those of every run not answered.
+func failUnanswered(calls []*call, runs []run, err error) {
+	if runs == nil {
+		for _, cl := range calls {
+			cl.done <- reply{err: err}
+		}
+	}
+	for i := range runs {
+		if !runs[i].answered {
+			runs[i].answer(valkeygo.ValkeyResult{}, err)
+		}
 	}
 }

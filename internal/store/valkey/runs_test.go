@@ -83,7 +83,14 @@ func TestRoundTripsReported(t *testing.T) {
 	var mu sync.Mutex
 	var trips []error
 	st, err := New(context.Background(), Options{Addrs: []string{srv.Addr}, Timeout: 200 * time.Millisecond,
-		OnRoundTrip: func(err error) { mu.Lock(); trips = append(trips, err); mu.Unlock() }})
+		OnRoundTrip: func(node string, err error) {
+			if node != srv.Addr {
+				t.Errorf("round trip to node %q, want %q", node, srv.Addr)
+			}
+			mu.Lock()
+			trips = append(trips, err)
+			mu.Unlock()
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -67,14 +66,16 @@ type Options struct {
 	// SentinelMaster is the Sentinel master set name; empty = no Sentinel.
 	SentinelMaster string
 	// OnRoundTrip, when non-nil, is told the outcome of every round trip
-	// that carries decisions (a DoMulti of a batch, however many decisions
-	// it holds, or one script run): nil, or the error that says the server
-	// did not answer in time or at all (an error reply such as a script
-	// error is an answer: nil). Runs whose caller gave up before the reply
-	// (context canceled) are not reported. It is how guard.Circuit judges
-	// the store: a slow batch is one failure, not one per decision in it.
-	// Called synchronously on the request path: keep it short.
-	OnRoundTrip func(err error)
+	// that carries decisions, per node (Store.Node: a Cluster master, or
+	// the one server): a DoMulti of a batch, however many decisions it
+	// holds, is one round trip to each node it reached; one script run is
+	// one. err is nil, or the error that says the node did not answer in
+	// time or at all (an error reply such as a script error is an answer:
+	// nil). Runs whose caller gave up before the reply (context canceled)
+	// are not reported. It is how guard.Circuits judges the store: a slow
+	// batch is one failure, not one per decision in it, and a dead master
+	// only its own. Called synchronously on the request path: keep it short.
+	OnRoundTrip func(node string, err error)
 }
 
 // Store is a store.Store on Valkey. It is safe for concurrent use.
@@ -92,7 +93,9 @@ type Store struct {
 
 	limits limitCache // each limit's ARGV strings (args.go)
 	batch  batcher    // concurrent runs share one DoMulti (batch.go)
-	onTrip func(err error)
+	onTrip func(node string, err error)
+	topo   topology // Cluster slot owners (nodes.go)
+	single string   // the node name outside Cluster mode
 }
 
 var _ store.Store = (*Store)(nil)
@@ -129,6 +132,8 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 		sha:        sha1Hex(src),
 		connecting: make(chan struct{}, 1),
 		onTrip:     opt.OnRoundTrip,
+		topo:       topology{kick: make(chan struct{}, 1), stop: make(chan struct{})},
+		single:     singleName(opt.Addrs),
 	}
 	if opt.Timeout > 0 {
 		s.opt.Dialer.Timeout = opt.Timeout
@@ -217,6 +222,9 @@ func (s *Store) Client(ctx context.Context) (valkeygo.Client, error) {
 		return nil, fmt.Errorf("connecting to valkey %s: %w", strings.Join(s.opt.InitAddress, ","), err)
 	}
 	s.conn.Store(&c)
+	if c.Mode() == valkeygo.ClientModeCluster {
+		s.watchTopology(c)
+	}
 	return c, nil
 }
 
@@ -291,114 +299,6 @@ func (s *Store) Decide(ctx context.Context, checks []store.Check, now int64, out
 	return s.run(ctx, c, modeDecide, checks, now, out)
 }
 
-// decideGroups decides checks spread over several Cluster slots: groups
-// holds the indices into checks of each slot's checks (see Decide).
-func (s *Store) decideGroups(ctx context.Context, c valkeygo.Client, checks []store.Check, groups [][]int, now int64, out []algo.Decision) (int64, error) {
-	part := make([]store.Check, 0, len(checks))
-	pout := make([]algo.Decision, len(checks))
-	// runGroup runs group g in mode and copies its decisions into out.
-	runGroup := func(mode string, g []int) (refused bool, err error) {
-		part = part[:0]
-		for _, i := range g {
-			part = append(part, checks[i])
-		}
-		used, err := s.run(ctx, c, mode, part, now, pout[:len(g)])
-		if err != nil {
-			return false, err
-		}
-		if now == 0 {
-			now = used // every later group decides at the first one's time
-		}
-		for j, i := range g {
-			out[i] = pout[j]
-			refused = refused || !pout[j].Allowed
-		}
-		return refused, nil
-	}
-	charged := false
-	for _, ch := range checks {
-		charged = charged || ch.Cost > 0
-	}
-	mode := modeCheck
-	if !charged { // peeks only: one pass
-		mode = modeDecide
-	}
-	refused := false
-	for _, g := range groups {
-		r, err := runGroup(mode, g)
-		if err != nil {
-			return 0, err
-		}
-		refused = refused || r
-	}
-	if refused || !charged {
-		return now, nil
-	}
-	for k, g := range groups {
-		r, err := runGroup(modeDecide, g)
-		if err != nil {
-			s.refund(checks, groups[:k], now)
-			return 0, err
-		}
-		if !r {
-			continue
-		}
-		// Charged elsewhere since the check: undo groups[:k], then report
-		// every other group's current uncharged state.
-		if err := s.refund(checks, groups[:k], now); err != nil {
-			return 0, err
-		}
-		for j, g2 := range groups {
-			if j == k {
-				continue
-			}
-			if _, err := runGroup(modeCheck, g2); err != nil {
-				return 0, err
-			}
-		}
-		return now, nil
-	}
-	return now, nil
-}
-
-// refund undoes the charges of groups made at now. It runs on its own
-// context (bounded by Options.Timeout, else 1 s) so that a caller's expired
-// deadline does not leave a charge behind.
-func (s *Store) refund(checks []store.Check, groups [][]int, now int64) error {
-	if len(groups) == 0 {
-		return nil
-	}
-	tmo := s.tmo
-	if tmo <= 0 {
-		tmo = time.Second
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), tmo)
-	defer cancel()
-	c, err := s.Client(ctx)
-	if err != nil {
-		return err
-	}
-	if err := s.refundGroups(ctx, c, checks, groups, now); err != nil {
-		return fmt.Errorf("refunding a split decision: %w", err)
-	}
-	return nil
-}
-
-// refundGroups runs the refund mode once per slot group of checks.
-func (s *Store) refundGroups(ctx context.Context, c valkeygo.Client, checks []store.Check, groups [][]int, now int64) error {
-	part := make([]store.Check, 0, len(checks))
-	for _, g := range groups {
-		part = part[:0]
-		for _, i := range g {
-			part = append(part, checks[i])
-		}
-		if _, _, _, err := s.exec(ctx, c, modeRefund, part, now); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // exec runs the script in mode over checks at now, bounded by
 // Options.Timeout (or ctx's earlier deadline), and returns its reply,
 // which decides n identical requests, this one the rep-th (from 0): a
@@ -426,15 +326,21 @@ func (s *Store) exec(ctx context.Context, c valkeygo.Client, mode string, checks
 	defer cancel()
 	reply, err = s.script.Exec(tctx, c, cl.keys, cl.args).ToArray()
 	if mode != modeRefund && !(errors.Is(err, context.Canceled) && ctx.Err() != nil) {
-		s.roundTrip(err)
+		s.roundTrip(s.Node(cl.keys[0]), err)
 	}
 	return reply, 0, 1, err
 }
 
-// roundTrip reports one decision round trip's outcome (Options.OnRoundTrip).
-func (s *Store) roundTrip(err error) {
+// roundTrip reports one decision round trip's outcome on node
+// (Options.OnRoundTrip); a failure on a Cluster asks for the slot owners
+// again (a failover may have moved them).
+func (s *Store) roundTrip(node string, err error) {
+	err = roundTripErr(err)
+	if err != nil && s.topo.table.Load() != nil {
+		s.kickTopology()
+	}
 	if s.onTrip != nil {
-		s.onTrip(roundTripErr(err))
+		s.onTrip(node, err)
 	}
 }
 
@@ -478,55 +384,6 @@ func (s *Store) run(ctx context.Context, c valkeygo.Client, mode string, checks 
 		}
 	}
 	return used, nil
-}
-
-// slotGroups returns the indices of checks grouped by Cluster hash slot, in
-// ascending slot order (a fixed order for every instance).
-func slotGroups(checks []store.Check) [][]int {
-	slots := make([]uint16, len(checks))
-	for i, ch := range checks {
-		slots[i] = Slot(ch.Key)
-	}
-	var order []uint16
-	by := map[uint16][]int{}
-	for i, sl := range slots {
-		if _, ok := by[sl]; !ok {
-			order = append(order, sl)
-		}
-		by[sl] = append(by[sl], i)
-	}
-	if len(order) == 1 {
-		return [][]int{by[order[0]]}
-	}
-	slices.Sort(order)
-	groups := make([][]int, len(order))
-	for i, sl := range order {
-		groups[i] = by[sl]
-	}
-	return groups
-}
-
-// Slot returns the Cluster hash slot (0..16383) of key: CRC16 (XMODEM) of
-// its hash tag — the part between the first "{" and the next "}", when
-// non-empty — or of the whole key, modulo 16384 (Cluster specification).
-func Slot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for k := 0; k < len(key); k++ {
-		crc ^= uint16(key[k]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc & 16383
 }
 
 // Refund implements store.Store: the script's refund mode
@@ -600,6 +457,9 @@ func (s *Store) Release(ctx context.Context, checks []store.Check) error {
 // Store must not be used after Close (a later call would reconnect).
 func (s *Store) Close() error {
 	if c := s.conn.Swap(nil); c != nil {
+		if (*c).Mode() == valkeygo.ClientModeCluster {
+			close(s.topo.stop)
+		}
 		(*c).Close()
 	}
 	return nil

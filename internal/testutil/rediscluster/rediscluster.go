@@ -39,8 +39,9 @@ const (
 	busPortMax = 32000
 )
 
-// Cluster is a running Redis Cluster of masters without replicas. Its
-// methods are safe for use by concurrent goroutines.
+// Cluster is a running Redis Cluster of masters, without replicas
+// (Start) or with one each (StartReplicated). Its methods are safe for use
+// by concurrent goroutines.
 type Cluster struct {
 	// Addrs are the nodes' "127.0.0.1:port" addresses, seeds for a client.
 	Addrs []string
@@ -57,6 +58,24 @@ type Cluster struct {
 // evenly among them, waits until every node reports cluster_state:ok and
 // knows all the others, and registers cleanup (nodes killed, client closed).
 func Start(t testing.TB, masters int) *Cluster {
+	t.Helper()
+	return start(t, masters, 0, 5000)
+}
+
+// StartReplicated is Start with one replica per master (2 × masters
+// nodes), a cluster-node-timeout of 1 s, so that a replica takes over
+// about 2 s after its master dies (Cluster failover), and
+// cluster-require-full-coverage no, so that the other masters keep
+// serving their slots meanwhile: for tests of an outage of one master.
+func StartReplicated(t testing.TB, masters int) *Cluster {
+	t.Helper()
+	return start(t, masters, 1, 1000, "--cluster-require-full-coverage", "no")
+}
+
+// start runs masters × (1 + replicas) nodes with cluster-node-timeout
+// nodeTimeoutMs and the extra redis-server arguments, and creates the
+// cluster.
+func start(t testing.TB, masters, replicas, nodeTimeoutMs int, extra ...string) *Cluster {
 	t.Helper()
 	if masters < 3 {
 		t.Fatalf("rediscluster: %d masters; redis-cli --cluster create needs at least 3", masters)
@@ -78,14 +97,14 @@ func Start(t testing.TB, masters int) *Cluster {
 		c.mu.Unlock()
 	})
 	dir := t.TempDir()
-	for range masters {
+	for range masters * (1 + replicas) {
 		bus := freeBusPort(t)
-		s := redisserver.Start(t,
+		s := redisserver.Start(t, append([]string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", bus)),
 			"--cluster-port", strconv.Itoa(bus),
-			"--cluster-node-timeout", "5000",
-		)
+			"--cluster-node-timeout", strconv.Itoa(nodeTimeoutMs),
+		}, extra...)...)
 		c.Nodes = append(c.Nodes, s)
 		c.Addrs = append(c.Addrs, s.Addr)
 	}
@@ -93,12 +112,36 @@ func Start(t testing.TB, masters int) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), formTimeout)
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("creating the cluster (redis-cli %s): %v\n%s", strings.Join(args, " "), err, out)
 	}
-	c.waitFormed(t, ctx, masters)
+	c.waitFormed(t, ctx, masters*(1+replicas))
+	if replicas > 0 {
+		c.waitReplicasSynced(t, ctx)
+	}
 	return c
+}
+
+// waitReplicasSynced polls INFO replication on every node until each
+// replica reports its link to its master up: a replica that never synced
+// refuses to take over (its data is too old), so a test could not see a
+// failover.
+func (c *Cluster) waitReplicasSynced(t testing.TB, ctx context.Context) {
+	t.Helper()
+	for _, s := range c.Nodes {
+		for {
+			info, err := s.Do(t, "INFO", "replication").ToString()
+			if err == nil && (strings.Contains(info, "role:master\r\n") || strings.Contains(info, "master_link_status:up\r\n")) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("replica %s not synced within %v: %v\n%s", s.Addr, formTimeout, err, info)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // freeBusPort returns a port in [busPortMin, busPortMax) that is free now.
@@ -118,9 +161,9 @@ func freeBusPort(t testing.TB) int {
 
 // waitFormed polls CLUSTER INFO on every node until each reports
 // cluster_state:ok, all slots ok and all nodes known.
-func (c *Cluster) waitFormed(t testing.TB, ctx context.Context, masters int) {
+func (c *Cluster) waitFormed(t testing.TB, ctx context.Context, nodes int) {
 	t.Helper()
-	want := []string{"cluster_state:ok", "cluster_slots_ok:16384", "cluster_known_nodes:" + strconv.Itoa(masters)}
+	want := []string{"cluster_state:ok", "cluster_slots_ok:16384", "cluster_known_nodes:" + strconv.Itoa(nodes)}
 	for _, s := range c.Nodes {
 		for {
 			info, err := s.Do(t, "CLUSTER", "INFO").ToString()
