@@ -20,8 +20,8 @@ const (
 	// Their counts stay below 2·MaxWindowCount (ForceCharge's cap) < 2^41.
 	MaxWindowCount = 1_000_000_000_000
 	// MaxLogCount is the largest Count of the sliding log: it stores one
-	// entry per accepted request (≈ 79 B each on Valkey 7, MEMORY USAGE:
-	// 7.9 MB for one client at the limit; 8 B on the memory store).
+	// entry per accepted request (≈ 120 B each on Redis 7.0, MEMORY USAGE
+	// SAMPLES 0: 12 MB for one client at the limit; 8 B on the memory store).
 	MaxLogCount = 100_000
 	// MaxBurst is the largest Burst (requests) of the buckets, with MaxUnits.
 	MaxBurst = 1_000_000_000_000
