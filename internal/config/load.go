@@ -220,7 +220,9 @@ func (l *loader) top(root *yaml.Node) {
 			}
 		}
 	}
-	l.response(l.object(o.get("response"), "response", o.line, "status", "headers"))
+	ro := l.object(o.get("response"), "response", o.line, "status", "headers", "partition_key", "problem_types")
+	l.response(ro)
+	l.responseIETF(ro) // response_ietf.go
 	if n := o.get("quota_endpoint"); n != nil {
 		l.quotaEndpoint(l.object(n, "quota_endpoint", o.keys["quota_endpoint"].Line, "path", "rate", "burst"))
 	}

@@ -12,11 +12,13 @@ import (
 )
 
 // Bounds that turn typos into errors rather than a limit that is silently
-// unlimited or deny-all. algo.(*Limit).Validate adds the bounds that keep
-// the arithmetic exact (count or burst × period ≤ 2^47).
+// unlimited or deny-all: a rate (and a window shorter than rateWindow) of
+// at most maxRatePerSecond. Longer windows are quotas (10^12 a day), bounded
+// like bursts by algo.(*Limit).Validate, which keeps the arithmetic exact.
 const (
-	maxRatePerSecond = 1_000_000 // requests per second, any algorithm
-	maxBurst         = 1_000_000 // requests
+	maxRatePerSecond = 1_000_000     // requests per second
+	rateWindow       = 3_600_000     // ms: shorter windows are rates
+	maxBurst         = algo.MaxBurst // requests
 )
 
 // algorithm describes one `algorithm:` value: its kind and the fields only
@@ -31,12 +33,13 @@ type algorithm struct {
 func algorithms() []algorithm {
 	bucket := []string{"rate", "burst"}
 	window := []string{"limit", "window"}
+	calendar := []string{"limit", "window", "calendar", "timezone"} // calendar.go
 	return []algorithm{
 		{"leaky_bucket", algo.LeakyBucket, []string{"rate", "burst", "nodelay", "delay"}},
 		{"token_bucket", algo.TokenBucket, bucket},
-		{"fixed_window", algo.FixedWindow, window},
+		{"fixed_window", algo.FixedWindow, calendar},
 		{"sliding_log", algo.SlidingLog, window},
-		{"sliding_window", algo.SlidingWindow, window},
+		{"sliding_window", algo.SlidingWindow, calendar},
 		{"concurrency", algo.Concurrency, []string{"limit", "lease"}},
 	}
 }
@@ -48,7 +51,7 @@ func (d *decoder) policy(e entry) *Policy {
 	if !validName(e.name) {
 		d.errorf(e.key, path, "policy name %q: use only letters, digits, '_', '-' and '.' (it appears in store keys and response headers)", e.name)
 	}
-	algoFields := []string{"rate", "burst", "nodelay", "delay", "limit", "window", "lease"}
+	algoFields := []string{"rate", "burst", "nodelay", "delay", "limit", "window", "lease", "calendar", "timezone"}
 	o := d.object(e.val, path, e.key.Line, slices.Concat([]string{"algorithm", "key", "combine",
 		"ipv4_prefix", "ipv6_prefix", "on_store_error", "dry_run", "exempt", "fallback", "count_status"}, algoFields)...)
 	if o.bad {
@@ -101,7 +104,7 @@ func (d *decoder) policy(e entry) *Policy {
 	case algo.Concurrency:
 		l, ok = d.window(o, a, "lease", defaultLease)
 	default:
-		l, ok = d.window(o, a, "window", 0)
+		l, ok = d.windowOrCalendar(o, a)
 	}
 	if ok && d.limitValid(o.get("algorithm"), path, l) {
 		p.Limit = l
@@ -225,7 +228,7 @@ const defaultLease = 30_000
 func (d *decoder) window(o object, a algorithm, periodField string, defPeriod int64) (algo.Limit, bool) {
 	l, ok := algo.Limit{Kind: a.kind, Period: defPeriod}, true
 	if n := o.get("limit"); n != nil {
-		l.Count, ok = d.integer(n, o.field("limit"), 1, algo.MaxCount)
+		l.Count, ok = d.integer(n, o.field("limit"), 1, algo.MaxCountFor(a.kind))
 	} else {
 		d.errorf(o.missing(), o.field("limit"), "required for %s: requests per %s, at least 1", a.name, periodField)
 		ok = false
@@ -240,7 +243,7 @@ func (d *decoder) window(o object, a algorithm, periodField string, defPeriod in
 	if !ok || a.kind == algo.Concurrency {
 		return l, ok
 	}
-	if l.Count > maxRatePerSecond*l.Period/1000 {
+	if l.Period < rateWindow && l.Count > maxRatePerSecond*l.Period/1000 {
 		d.errorf(o.get("limit"), o.field("limit"), "%d per %s is more than %d r/s", l.Count, o.get(periodField).Value, maxRatePerSecond)
 		return l, false
 	}
