@@ -251,7 +251,7 @@ func checkRlproxy(t *testing.T, name string, o *objects, d *appsv1.Deployment, r
 	cm := configMapOf(t, name, o, ps, mount.Name)
 	cfg := loadConfig(t, name, cm.Data["rlproxy.yaml"], c.Env)
 	grace := time.Duration(*ps.TerminationGracePeriodSeconds) * time.Second
-	if need := shutdownDelay(cfg) + cfg.Server.ShutdownTimeout; grace <= need {
+	if need := cfg.Server.ShutdownDelay + cfg.Server.ShutdownTimeout; grace <= need {
 		t.Errorf("%s: terminationGracePeriodSeconds %v, want more than shutdown_delay + shutdown_timeout = %v", name, grace, need)
 	}
 	if len(o.pdbs) != 1 || o.pdbs[0].Spec.MinAvailable == nil || o.pdbs[0].Spec.MinAvailable.IntValue() < 1 {
@@ -308,7 +308,3 @@ func checkSecretKeys(t *testing.T, s *corev1.Secret, d *appsv1.Deployment) {
 		}
 	}
 }
-
-// shutdownDelay is server.shutdown_delay's default (5 s): how long a pod
-// keeps accepting after SIGTERM, before it drains.
-func shutdownDelay(*config.Config) time.Duration { return 5 * time.Second }

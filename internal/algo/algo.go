@@ -52,6 +52,11 @@ type Limit struct {
 	Delay int64
 	// NoDelay is nginx nodelay: accepted excess is served at once.
 	NoDelay bool
+	// Calendar, when set (fixed window and sliding window counter only),
+	// makes the windows calendar periods of a time zone; Period is then
+	// the unit's longest period (a bound, e.g. for a store's expiry), and
+	// each period's own length comes from Calendar.SpanAt.
+	Calendar *Calendar
 }
 
 // Decision is the outcome of one check against one limit at one instant.

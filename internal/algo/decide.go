@@ -1,6 +1,9 @@
 package algo
 
-import "slices"
+import (
+	"math/bits"
+	"slices"
+)
 
 // State is one key's state for one Limit. The zero value is the idle state
 // (empty bucket of excess, full token bucket, empty window/log, no lease), so
@@ -171,15 +174,20 @@ func (l *Limit) token(d *Decision, s *State, now, c int64) {
 	*d = Decision{Allowed: true, Remaining: level / p, ResetAfter: ceilDiv(full-level, r)}
 }
 
-// fixed is the fixed window: Count requests per epoch-aligned window.
+// fixed is the fixed window: Count requests per epoch-aligned window or
+// calendar period.
 func (l *Limit) fixed(d *Decision, s *State, now, c int64) {
 	w := l.Period
 	cw := now / w
+	el := now - cw*w
+	if l.Calendar != nil { // written out: l.window does not inline
+		cw, _, _, el, w, _ = l.Calendar.window(now)
+	}
 	n := int64(0)
 	if s.A == cw {
 		n = s.B
 	}
-	reset := (cw+1)*w - now
+	reset := w - el
 	if n+c > l.Count {
 		*d = Decision{Remaining: max(l.Count-n, 0), RetryAfter: reset, ResetAfter: reset}
 		return
@@ -190,55 +198,93 @@ func (l *Limit) fixed(d *Decision, s *State, now, c int64) {
 	*d = Decision{Allowed: true, Remaining: l.Count - n - c, ResetAfter: reset}
 }
 
-// slidingWindow is the sliding window counter (Cloudflare 2017): the
-// estimate prev·(W−el)/W + curr, taken before counting, must stay < Count.
+// slidingWindow is the sliding window counter (Cloudflare 2017) on
+// epoch-aligned windows of Period ms or calendar periods.
 func (l *Limit) slidingWindow(d *Decision, s *State, now, c int64) {
 	w := l.Period
 	cw := now / w
-	el := now - cw*w
+	pw, el, wn := cw-1, now-cw*w, w
+	if l.Calendar != nil { // written out: l.window does not inline
+		cw, pw, _, el, w, wn = l.Calendar.window(now)
+	}
 	var curr, prev int64
 	switch s.A {
 	case cw:
 		curr, prev = s.B, s.C
-	case cw - 1:
+	case pw:
 		prev = s.B
 	}
-	weighted := prev * (w - el)
-	reset := (cw+1)*w - now
-	remaining := func(level int64) int64 {
-		return max(l.Count*w-weighted-level*w, 0) / w
+	if l.slidingCount(d, curr, prev, el, w, wn, c) && c > 0 {
+		s.A, s.B, s.C = cw, curr+c, prev
 	}
-	if weighted+(curr+c-1)*w < l.Count*w {
-		if c > 0 {
-			s.A, s.B, s.C = cw, curr+c, prev
-		}
-		*d = Decision{Allowed: true, Remaining: remaining(curr + c), ResetAfter: reset}
-		return
+}
+
+// slidingCount decides the sliding window counter at el ms into a window
+// of w ms followed by one of wn ms (they differ for calendar periods), with
+// curr counted in this window and prev in the one before, and reports
+// whether it accepted. The estimate prev·(w−el)/w + curr, taken before
+// counting, must stay below Count: as prev·(w−el)/w + curr + c − 1 <
+// Count with integers, floor(prev·(w−el)/w) < Count − curr − c + 1.
+// mulDiv keeps that exact without forming Count·w.
+func (l *Limit) slidingCount(d *Decision, curr, prev, el, w, wn, c int64) bool {
+	floor, frac := mulDiv(prev, w-el, w)
+	ceil := floor + boolInt(frac) // whole requests of prev still counted
+	reset := w - el
+	if floor+curr+c-1 < l.Count {
+		*d = Decision{Allowed: true, Remaining: max(l.Count-curr-c-ceil, 0), ResetAfter: reset}
+		return true
 	}
-	*d = Decision{Remaining: remaining(curr), RetryAfter: l.slidingRetry(el, curr, prev, c), ResetAfter: reset}
+	*d = Decision{Remaining: max(l.Count-curr-ceil, 0), RetryAfter: l.slidingRetry(el, w, wn, curr, prev, c), ResetAfter: reset}
+	return false
 }
 
 // slidingRetry is the sliding window counter's ms until a refused request of
-// cost c would be accepted, at el ms into the current window.
-func (l *Limit) slidingRetry(el, curr, prev, c int64) int64 {
-	w := l.Period
-	// Later in this window: the first el' with prev·(W−el') < Dm.
-	if dm := (l.Count - curr - c + 1) * w; dm > 0 {
-		if e := (prev*w-dm)/prev + 1; e < w {
+// cost c would be accepted, at el ms into the current window of w ms
+// followed by one of wn ms.
+func (l *Limit) slidingRetry(el, w, wn, curr, prev, c int64) int64 {
+	// Later in this window: the first el' with prev·(w−el')/w < k, k =
+	// Count − curr − c + 1, i.e. el' > (prev−k)·w/prev. Refused at el, so
+	// prev ≥ k.
+	if k := l.Count - curr - c + 1; k > 0 {
+		q, _ := mulDiv(prev-k, w, prev)
+		if e := q + 1; e < w {
 			return e - el
 		}
 	}
-	// In the next window prev' = curr, curr' = 0.
-	d2 := (l.Count - c + 1) * w
-	// d2 ≥ W > 0 because c ≤ Count, so curr = 0 always takes the first case.
+	// In the next window prev' = curr, curr' = 0: the first e with
+	// curr·(wn−e)/wn < k2 = Count − c + 1 (≥ 1 because c ≤ Count, so curr
+	// = 0 always takes the first case).
+	k2 := l.Count - c + 1
 	e := int64(0)
-	if curr*w >= d2 {
-		e = (curr*w-d2)/curr + 1
+	if curr >= k2 {
+		q, _ := mulDiv(curr-k2, wn, curr)
+		e = q + 1
 	}
-	if e < w {
+	if e < wn {
 		return w - el + e
 	}
-	return 2*w - el
+	return w - el + wn
+}
+
+// mulDiv is floor(a·b/d) and whether a·b is not a multiple of d, for a,
+// b ≥ 0 and d > 0 with a ≤ d or b ≤ d (so the quotient fits in 64 bits):
+// the 128-bit product of math/bits, so a count times a window in ms
+// (10^12 · 3.2·10^10) is never formed in an int64. The Lua twin is
+// prelude.lua's muldiv.
+func mulDiv(a, b, d int64) (q int64, frac bool) {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi == 0 { // the common case: a 64-bit division is cheaper
+		return int64(lo / uint64(d)), lo%uint64(d) != 0
+	}
+	qq, r := bits.Div64(hi, lo, uint64(d))
+	return int64(qq), r != 0
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // slidingLog keeps every accepted request's ms for Period ms.

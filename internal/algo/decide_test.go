@@ -317,16 +317,27 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		{Limit{Kind: 9, Count: 1, Period: 1000}, "unknown algorithm 9"},
-		{Limit{Kind: FixedWindow, Count: 0, Period: 1000}, "count 0: want 1..1000000000"},
+		{Limit{Kind: FixedWindow, Count: 0, Period: 1000}, "count 0: want 1..1000000000000 for the fixed window"},
 		{Limit{Kind: FixedWindow, Count: 1, Period: 0}, "period 0 ms: want 1..31622400000"},
 		{Limit{Kind: FixedWindow, Count: 1, Period: MaxPeriod + 1}, "period 31622400001 ms: want 1..31622400000"},
 		{Limit{Kind: TokenBucket, Count: 1, Period: 1000}, "token bucket burst must be at least 1"},
-		{Limit{Kind: LeakyBucket, Count: 1, Period: 1000, Burst: -1}, "burst -1: want 0..1000000000"},
+		{Limit{Kind: LeakyBucket, Count: 1, Period: 1000, Burst: -1}, "burst -1: want 0..1000000000000"},
 		{Limit{Kind: LeakyBucket, Count: 1, Period: 1000, Burst: 5, Delay: 2, NoDelay: true}, "delay and nodelay are mutually exclusive"},
 		{Limit{Kind: TokenBucket, Count: 1, Period: 1000, Burst: 5, NoDelay: true}, "delay and nodelay apply to the leaky bucket only, not token bucket"},
 		{Limit{Kind: FixedWindow, Count: 1, Period: 1000, Burst: 5}, "burst applies to the buckets only, not fixed window"},
-		{Limit{Kind: SlidingWindow, Count: 10_000_000, Period: 86_400_000}, "sliding counter 10000000 per 24h0m0s: count or burst times period exceeds 140737488355328 (exact arithmetic)"},
-		{Limit{Kind: SlidingWindow, Count: 1_000_000, Period: 86_400_000}, ""},
+		{Limit{Kind: SlidingWindow, Count: 100_000_000, Period: 86_400_000}, ""},
+		{Limit{Kind: SlidingWindow, Count: 1_000_000_000_000, Period: MaxPeriod}, ""},
+		{Limit{Kind: SlidingWindow, Count: 1_000_000_000_001, Period: 1000}, "count 1000000000001: want 1..1000000000000 for the sliding counter"},
+		{Limit{Kind: FixedWindow, Count: 1_000_000_000_000, Period: MaxPeriod}, ""},
+		{Limit{Kind: SlidingLog, Count: 100_000, Period: 86_400_000}, ""},
+		{Limit{Kind: SlidingLog, Count: 100_001, Period: 86_400_000}, "count 100001: want 1..100000 for the sliding log"},
+		{Limit{Kind: TokenBucket, Count: 1_000_000, Period: 1000, Burst: 1_000_000_000_000}, ""},
+		{Limit{Kind: TokenBucket, Count: 1, Period: 86_400_000, Burst: 1_000_000}, ""},
+		{Limit{Kind: TokenBucket, Count: 1, Period: 86_400_000, Burst: 13_031_247}, ""},
+		{Limit{Kind: TokenBucket, Count: 1, Period: 86_400_000, Burst: 13_031_248}, "token bucket 1 r/d (burst 13031248): burst times period exceeds 2^50 (exact arithmetic): the largest burst at this rate is 13031247"},
+		{Limit{Kind: LeakyBucket, Count: 1, Period: 86_400_000, Burst: 13_031_247}, "leaky bucket 1 r/d (burst 13031247): burst times period exceeds 2^50 (exact arithmetic): the largest burst at this rate is 13031246"},
+		{Limit{Kind: TokenBucket, Count: 1_000_000_000, Period: MaxPeriod, Burst: 1}, "token bucket 1000000000 r/8784h0m0s (burst 1): rate count times period exceeds 2^50 (exact arithmetic): at most 35604 per 8784h0m0s"},
+		{Limit{Kind: Concurrency, Count: 1_000_000_001, Period: 1000}, "count 1000000001: want 1..1000000000 for the concurrency"},
 		{Limit{Kind: LeakyBucket, Count: 1, Period: 1000, Burst: 5, Delay: 9}, ""}, // nginx: delay ≥ burst delays nothing
 	} {
 		err := c.l.Validate()

@@ -40,19 +40,19 @@ func (l *Limit) ForceCharge(s *State, now, cost int64) {
 		next := min(l.leakyLevel(s, now)+c*p, (l.Burst+l.Quota())*p)
 		s.A, s.B, s.C = next, max(s.B, now), 1
 	case FixedWindow:
-		cw := now / p
+		cw, _, _, _, _, _ := l.window(now)
 		n := int64(0)
 		if s.A == cw {
 			n = s.B
 		}
 		s.A, s.B = cw, min(n+c, 2*l.Count)
 	case SlidingWindow:
-		cw := now / p
+		cw, pw, _, _, _, _ := l.window(now)
 		var curr, prev int64
 		switch s.A {
 		case cw:
 			curr, prev = s.B, s.C
-		case cw - 1:
+		case pw:
 			prev = s.B
 		}
 		s.A, s.B, s.C = cw, min(curr+c, 2*l.Count), prev

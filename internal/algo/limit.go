@@ -6,20 +6,32 @@ import (
 	"time"
 )
 
-// Bounds checked by Validate. They keep every intermediate value of the
-// decision arithmetic below 2^53, so Lua (doubles) computes exactly what Go
-// computes: the largest products are q·Period (q = Quota()) and sums of a few
-// of them, all ≤ 4·MaxUnits < 2^50.
+// Bounds checked by Validate, per algorithm. They keep every intermediate
+// value of the decision arithmetic below 2^53, so Lua (Redis 7.0 doubles)
+// computes exactly what Go computes (docs/DESIGN.md "Decision arithmetic").
 const (
-	// MaxCount is the largest Count (requests).
+	// MaxCount is the largest Count (requests) of the buckets and of
+	// Concurrency.
 	MaxCount = 1_000_000_000
-	// MaxBurst is the largest Burst (requests).
-	MaxBurst = 1_000_000_000
+	// MaxWindowCount is the largest Count of the fixed window and of the
+	// sliding window counter: 10^12. The fixed window keeps a count and
+	// never multiplies it by a period; the counter weighs its previous count
+	// with an exact multiply-divide (mulDiv), so neither needs Count·Period.
+	// Their counts stay below 2·MaxWindowCount (ForceCharge's cap) < 2^41.
+	MaxWindowCount = 1_000_000_000_000
+	// MaxLogCount is the largest Count of the sliding log: it stores one
+	// entry per accepted request (≈ 120 B each on Redis 7.0, MEMORY USAGE
+	// SAMPLES 0: 12 MB for one client at the limit; 8 B on the memory store).
+	MaxLogCount = 100_000
+	// MaxBurst is the largest Burst (requests) of the buckets, with MaxUnits.
+	MaxBurst = 1_000_000_000_000
 	// MaxPeriod is the longest Period: 366 days in ms.
 	MaxPeriod = 366 * 24 * 3600 * 1000
-	// MaxUnits bounds max(Count, Quota()+1)·Period (requests·ms): 2^47,
-	// e.g. 1,000,000 requests per day or 10 per year.
-	MaxUnits = 1 << 47
+	// MaxUnits bounds a bucket's max(Count, Quota()+1)·Period
+	// (requests·ms): 2^50. A bucket's values are sums of at most three
+	// such products (a debt, the level, a cost), all below 2^53: e.g. a
+	// burst of 10^12 at 10^6 r/s, or of 10^6 at 1 r/d (8.64·10^13).
+	MaxUnits = 1 << 50
 )
 
 // String is the algorithm's name as `rlproxy compare` prints it ("fixed
@@ -65,6 +77,42 @@ func (l *Limit) WindowMillis() int64 {
 	return l.Period
 }
 
+// WindowMillisAt is WindowMillis at now (Unix ms): for a calendar window
+// the length of the period containing now (a 23 h day, a 29-day
+// February), else WindowMillis.
+func (l *Limit) WindowMillisAt(now int64) int64 {
+	if l.Calendar != nil {
+		_, _, _, _, w, _ := l.window(now)
+		return w
+	}
+	return l.WindowMillis()
+}
+
+// window is the window containing now: its state id (the epoch window
+// number now/Period, or a calendar period's start in Unix ms), the ids of
+// the windows before and after it, the ms elapsed in it, its length and
+// the next one's (ms).
+func (l *Limit) window(now int64) (id, prev, next, el, w, wn int64) {
+	if l.Calendar != nil {
+		return l.Calendar.window(now)
+	}
+	w = l.Period
+	id = now / w
+	return id, id - 1, id + 1, now - id*w, w, w
+}
+
+// windowEnd is the Unix ms at which the window n windows after the one of
+// state id ends (n = 0: that window's own end).
+func (l *Limit) windowEnd(id int64, n int) int64 {
+	if c := l.Calendar; c != nil {
+		for range n + 1 {
+			id = c.SpanAt(id).End
+		}
+		return id
+	}
+	return (id + 1 + int64(n)) * l.Period
+}
+
 // IdleMillis is the time in ms from now until s is idle, 0 if it is idle
 // already: a store may drop s once that time has passed (the memory store's
 // expiry, Valkey's PEXPIRE, at least 1 ms there) without changing any later
@@ -88,14 +136,14 @@ func (l *Limit) IdleMillis(s *State, now int64) int64 {
 		return ceilDiv(l.Burst*l.Period-l.tokenLevel(s, now), l.Count)
 	case FixedWindow:
 		if s.B > 0 {
-			end = (s.A + 1) * l.Period
+			end = l.windowEnd(s.A, 0)
 		}
 	case SlidingWindow:
 		switch {
 		case s.B > 0:
-			end = (s.A + 2) * l.Period
+			end = l.windowEnd(s.A, 1)
 		case s.C > 0:
-			end = (s.A + 1) * l.Period
+			end = l.windowEnd(s.A, 0)
 		}
 	case SlidingLog:
 		if n := len(s.Log); n > 0 {
@@ -117,7 +165,8 @@ func (l *Limit) IdleMillis(s *State, now int64) int64 {
 // charged count still weighs as prev for one window more: d.ResetAfter +
 // Period. (Concurrency without a lease only peeks; the equality holds for
 // that unchanged state too.) For anything else, e.g. a refused d, use
-// IdleMillis.
+// IdleMillis. A calendar counter's next period may be shorter than
+// Period (the unit's longest): there the result is an upper bound.
 func (l *Limit) IdleAfterCharge(d *Decision) int64 {
 	if l.Kind == SlidingWindow {
 		return d.ResetAfter + l.Period
@@ -143,6 +192,9 @@ func (l *Limit) String() string {
 	case Concurrency:
 		return fmt.Sprintf("%v %d (lease %v)", l.Kind, l.Count, time.Duration(l.Period)*time.Millisecond)
 	}
+	if l.Calendar != nil {
+		return fmt.Sprintf("%v %d per %v", l.Kind, l.Count, l.Calendar)
+	}
 	return fmt.Sprintf("%v %d per %v", l.Kind, l.Count, time.Duration(l.Period)*time.Millisecond)
 }
 
@@ -165,14 +217,15 @@ func rateString(count, period int64) string {
 // Kind, Count or Period out of range (rate > 0, CONFIG-SPEC), a token bucket
 // burst < 1 (CONFIG-SPEC: no default), delay together with nodelay (nginx
 // refuses it too), delay or nodelay on another kind, or a limit past the
-// bounds that keep the arithmetic exact (MaxCount, MaxBurst, MaxPeriod,
-// MaxUnits).
+// bounds that keep the arithmetic exact (MaxCount, MaxWindowCount,
+// MaxLogCount, MaxBurst, MaxPeriod, MaxUnits); those errors name the
+// largest value that fits.
 func (l *Limit) Validate() error {
 	switch {
 	case l.Kind < FixedWindow || l.Kind > Concurrency:
 		return fmt.Errorf("unknown algorithm %d", l.Kind)
-	case l.Count < 1 || l.Count > MaxCount:
-		return fmt.Errorf("count %d: want 1..%d", l.Count, MaxCount)
+	case l.Count < 1 || l.Count > MaxCountFor(l.Kind):
+		return fmt.Errorf("count %d: want 1..%d for the %v", l.Count, MaxCountFor(l.Kind), l.Kind)
 	case l.Period < 1 || l.Period > MaxPeriod:
 		return fmt.Errorf("period %d ms: want 1..%d", l.Period, MaxPeriod)
 	case l.Burst < 0 || l.Burst > MaxBurst:
@@ -187,8 +240,33 @@ func (l *Limit) Validate() error {
 		return errors.New("delay and nodelay are mutually exclusive")
 	case l.Delay < 0 || l.Delay > MaxBurst:
 		return fmt.Errorf("delay %d: want 0..%d", l.Delay, MaxBurst)
-	case max(l.Count, l.Quota()+1) > MaxUnits/l.Period:
-		return fmt.Errorf("%v: count or burst times period exceeds %d (exact arithmetic)", l, int64(MaxUnits))
+	case l.Calendar != nil && l.Kind != FixedWindow && l.Kind != SlidingWindow:
+		return fmt.Errorf("calendar periods apply to the fixed window and the sliding counter only, not %v", l.Kind)
+	case l.Calendar != nil && (l.Calendar.Loc == nil || l.Calendar.Unit < Day || l.Calendar.Unit > Year || l.Period != l.Calendar.Unit.longest()):
+		return fmt.Errorf("%v: a calendar needs a unit, a zone and Period %d ms (its longest period)", l, l.Calendar.Unit.longest())
+	}
+	if l.Kind != TokenBucket && l.Kind != LeakyBucket {
+		return nil
+	}
+	// The buckets count in units of Period per request.
+	largest := MaxUnits/l.Period - (l.Quota() + 1 - l.Burst) // the largest burst at this period
+	switch {
+	case l.Count > MaxUnits/l.Period:
+		return fmt.Errorf("%v: rate count times period exceeds 2^50 (exact arithmetic): at most %d per %v", l, int64(MaxUnits/l.Period), time.Duration(l.Period)*time.Millisecond)
+	case l.Burst > largest:
+		return fmt.Errorf("%v: burst times period exceeds 2^50 (exact arithmetic): the largest burst at this rate is %d", l, largest)
 	}
 	return nil
+}
+
+// MaxCountFor is the largest Count Validate accepts for kind k:
+// MaxWindowCount, MaxLogCount or MaxCount.
+func MaxCountFor(k Kind) int64 {
+	switch k {
+	case FixedWindow, SlidingWindow:
+		return MaxWindowCount
+	case SlidingLog:
+		return MaxLogCount
+	}
+	return MaxCount
 }

@@ -31,7 +31,7 @@ func (l *Limit) RefundLease(s *State, now, cost int64, lease string) {
 	p := l.Period
 	switch l.Kind {
 	case FixedWindow:
-		if s.A == now/p {
+		if cw, _, _, _, _, _ := l.window(now); s.A == cw {
 			s.B = max(s.B-cost, 0)
 		}
 	case SlidingLog:
@@ -50,10 +50,10 @@ func (l *Limit) RefundLease(s *State, now, cost int64, lease string) {
 		}
 		s.Log = out
 	case SlidingWindow:
-		switch cw := now / p; s.A {
+		switch cw, _, next, _, _, _ := l.window(now); s.A {
 		case cw:
 			s.B = max(s.B-cost, 0)
-		case cw + 1:
+		case next:
 			s.C = max(s.C-cost, 0)
 		}
 	case TokenBucket:

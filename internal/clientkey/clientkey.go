@@ -1,6 +1,6 @@
 // Package clientkey turns a request into the client id of one policy's key
 // spec (CONFIG-SPEC "Key sources"): the string inside the Valkey hash tag of
-// `<key_prefix>v1:{<client>}:<policy>` (DESIGN.md "Key format").
+// `<key_prefix>v2:{<client>}:<policy>` (DESIGN.md "Key format").
 //
 // # Forms
 //

@@ -394,9 +394,9 @@ func TestRedact(t *testing.T) {
 // TestAppend checks that Key appends to dst and leaves its prefix alone.
 func TestAppend(t *testing.T) {
 	e := newExtractor(t, config.KeySpec{}, false, "ip")
-	dst := []byte("rl:v1:{")
+	dst := []byte("rl:v2:{")
 	dst = e.Key(dst, request("/"), clientIP)
-	if got := string(append(dst, "}:api"...)); got != "rl:v1:{ip:192.0.2.7}:api" {
+	if got := string(append(dst, "}:api"...)); got != "rl:v2:{ip:192.0.2.7}:api" {
 		t.Errorf("store key %q", got)
 	}
 }

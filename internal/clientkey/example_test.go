@@ -25,7 +25,7 @@ func ExampleExtractor_Key() {
 	buf := make([]byte, 0, 64) // reused across requests: no allocation
 
 	r := httptest.NewRequest("GET", "/api/", nil)
-	buf = append(buf[:0], "rl:v1:{"...)
+	buf = append(buf[:0], "rl:v2:{"...)
 	buf = e.Key(buf, r, ip)
 	buf = append(buf, "}:api"...)
 	fmt.Println(string(buf))
@@ -34,6 +34,6 @@ func ExampleExtractor_Key() {
 	id := e.Key(nil, r, ip)
 	fmt.Println(clientkey.Redact(string(id)))
 	// Output:
-	// rl:v1:{ip:2001:db8:1:2::/64}:api
+	// rl:v2:{ip:2001:db8:1:2::/64}:api
 	// h:dc6e317e0206
 }

@@ -49,7 +49,7 @@ func Run(ctx context.Context, st store.Store, prefix string) (*Table, error) {
 		t.Patterns = append(t.Patterns, p.Name)
 		row := make([]Cell, len(t.Limits))
 		for j, lim := range t.Limits {
-			key := fmt.Sprintf("%sv1:{compare-%s-%s}:%s", prefix, run, p.Name, strings.ReplaceAll(lim.Kind.String(), " ", "-"))
+			key := fmt.Sprintf("%s%s{compare-%s-%s}:%s", prefix, store.KeyVersion, run, p.Name, strings.ReplaceAll(lim.Kind.String(), " ", "-"))
 			c := Cell{Sent: len(p.Times)}
 			for _, now := range p.Times {
 				ck := [1]store.Check{{Key: key, Limit: lim, Cost: 1}}

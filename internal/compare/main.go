@@ -116,7 +116,7 @@ func MemoryLimits() []algo.Limit {
 
 // MemoryKey is the key of client c42 for lim in the -memory experiment.
 func MemoryKey(prefix string, lim algo.Limit) string {
-	return prefix + "v1:{" + MemoryClient + "}:" + lim.Kind.String()
+	return prefix + store.KeyVersion + "{" + MemoryClient + "}:" + lim.Kind.String()
 }
 
 // fill sends 1,000 requests at 1,000/hour (one per 3.6 s) for lim to key,

@@ -27,7 +27,7 @@ var RaceLimit = algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 3_600_000}
 // RaceNaive sends n simultaneous requests through GET-compare-INCR on c and
 // returns how many were let through.
 func RaceNaive(ctx context.Context, c Counter, prefix string, n int) (int, error) {
-	key := prefix + "v1:{race-" + runID() + "}:naive"
+	key := prefix + store.KeyVersion + "{race-" + runID() + "}:naive"
 	var allowed atomic.Int64
 	err := simultaneously(n, func() error {
 		v, err := c.Get(ctx, key)
@@ -47,7 +47,7 @@ func RaceNaive(ctx context.Context, c Counter, prefix string, n int) (int, error
 // RaceAtomic sends n simultaneous requests through st (one atomic decision
 // each: a Lua script on Valkey) and returns how many were accepted.
 func RaceAtomic(ctx context.Context, st store.Store, lim algo.Limit, prefix string, n int) (int, error) {
-	key := prefix + "v1:{race-" + runID() + "}:atomic"
+	key := prefix + store.KeyVersion + "{race-" + runID() + "}:atomic"
 	var allowed atomic.Int64
 	err := simultaneously(n, func() error {
 		var out [1]algo.Decision

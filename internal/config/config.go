@@ -212,6 +212,13 @@ const (
 type Response struct {
 	Status  int // 400..599, default 429
 	Headers HeaderSet
+	// PartitionKey adds the IETF draft's pk parameter (a hash of the
+	// client's state key, never the key) to RateLimit-Policy and
+	// RateLimit; default false (response_ietf.go).
+	PartitionKey bool
+	// ProblemTypes names the type of a refusal's problem details:
+	// ProblemTypesRLProxy (default) or ProblemTypesIETF.
+	ProblemTypes ProblemTypes
 }
 
 // QuotaEndpoint is the read-only quota status endpoint.

@@ -13,11 +13,13 @@ import (
 )
 
 // Bounds that turn typos into errors rather than a limit that is silently
-// unlimited or deny-all. algo.(*Limit).Validate adds the bounds that keep
-// the arithmetic exact (count or burst × period ≤ 2^47).
+// unlimited or deny-all: a rate (and a window shorter than rateWindow) of
+// at most maxRatePerSecond. Longer windows are quotas (10^12 a day), bounded
+// like bursts by algo.(*Limit).Validate, which keeps the arithmetic exact.
 const (
-	maxRatePerSecond = 1_000_000 // requests per second, any algorithm
-	maxBurst         = 1_000_000 // requests
+	maxRatePerSecond = 1_000_000     // requests per second
+	rateWindow       = 3_600_000     // ms: shorter windows are rates
+	maxBurst         = algo.MaxBurst // requests
 )
 
 // algorithm describes one `algorithm:` value: its kind and the fields only
@@ -32,12 +34,13 @@ type algorithm struct {
 func algorithms() []algorithm {
 	bucket := []string{"rate", "burst"}
 	window := []string{"limit", "window"}
+	calendar := []string{"limit", "window", "calendar", "timezone"} // calendar.go
 	return []algorithm{
 		{"leaky_bucket", algo.LeakyBucket, []string{"rate", "burst", "nodelay", "delay"}},
 		{"token_bucket", algo.TokenBucket, bucket},
-		{"fixed_window", algo.FixedWindow, window},
+		{"fixed_window", algo.FixedWindow, calendar},
 		{"sliding_log", algo.SlidingLog, window},
-		{"sliding_window", algo.SlidingWindow, window},
+		{"sliding_window", algo.SlidingWindow, calendar},
 		{"concurrency", algo.Concurrency, []string{"limit", "lease"}},
 	}
 }
@@ -122,8 +125,12 @@ func (d *decoder) algorithmFields() []field {
 		{name: "burst", value: checked(func() schema { return intShape(0, maxBurst) }), doc: "leaky_bucket: excess requests allowed beyond the rate (default 0, as nginx); token_bucket: the capacity, at least 1, required."},
 		{name: "nodelay", def: "false", value: checked(boolShape), doc: "leaky_bucket: serve the burst at once instead of delaying the excess."},
 		{name: "delay", def: "0", value: checked(func() schema { return intShape(0, maxBurst) }), doc: "leaky_bucket: the first N excess requests are not delayed (nginx delay=N); at most burst, not with nodelay."},
-		{name: "limit", value: checked(func() schema { return intShape(1, algo.MaxCount) }), doc: "Windows: requests per window; concurrency: requests in flight."},
+		{name: "limit", value: checked(func() schema { return intShape(1, algo.MaxWindowCount) }),
+			doc: "Windows: requests per window (fixed_window and sliding_window up to 10^12, sliding_log 100000); concurrency: requests in flight."},
 		{name: "window", value: checked(func() schema { return durationShape(false) }), doc: "Windows: the window, a whole number of milliseconds."},
+		{name: "calendar", value: checked(func() schema { return enumShape(calendarUnits[:]...) }),
+			doc: "fixed_window, sliding_window: calendar periods instead of window: day, week (from Monday), month or year, in timezone."},
+		{name: "timezone", def: "UTC", value: checked(stringShape), doc: "With calendar: the IANA time zone the periods start in, such as Europe/Berlin."},
 		{name: "lease", def: defaultLease.String(), value: checked(func() schema { return durationShape(false) }), doc: "concurrency: a request's slot expires after this unless renewed (an instance that died frees its slots)."},
 	}
 }
@@ -175,7 +182,7 @@ func (d *decoder) policyLimit(o object, p *Policy) {
 	case algo.Concurrency:
 		l, ok = d.window(o, a, "lease", defaultLease.Milliseconds())
 	default:
-		l, ok = d.window(o, a, "window", 0)
+		l, ok = d.windowOrCalendar(o, a)
 	}
 	if ok && d.limitValid(o.get("algorithm"), o.path, l) {
 		p.Limit = l
@@ -191,7 +198,7 @@ func (a algorithm) required() []any {
 		return []any{"rate"}
 	case algo.TokenBucket:
 		return []any{"rate", "burst"}
-	case algo.Concurrency:
+	case algo.Concurrency, algo.FixedWindow, algo.SlidingWindow: // the last two: window or calendar (extendPolicy)
 		return []any{"limit"}
 	}
 	return []any{"limit", "window"}
@@ -208,9 +215,16 @@ func (d *decoder) extendPolicy(s schema) {
 				banned[f.name] = false
 			}
 		}
+		if slices.Contains(a.fields, "limit") {
+			banned["limit"] = schema{"maximum": algo.MaxCountFor(a.kind)}
+		}
+		then := schema{"properties": banned, "required": a.required()}
+		if slices.Contains(a.fields, "calendar") {
+			then["oneOf"] = []any{schema{"required": []any{"window"}}, schema{"required": []any{"calendar"}}}
+		}
 		rules = append(rules, schema{
 			"if":   schema{"properties": schema{"algorithm": schema{"const": a.name}}, "required": []any{"algorithm"}},
-			"then": schema{"properties": banned, "required": a.required()},
+			"then": then,
 		})
 	}
 	s["allOf"] = rules
@@ -326,7 +340,7 @@ const defaultLease = 30 * time.Second
 func (d *decoder) window(o object, a algorithm, periodField string, defPeriod int64) (algo.Limit, bool) {
 	l, ok := algo.Limit{Kind: a.kind, Period: defPeriod}, true
 	if n := o.get("limit"); n != nil {
-		l.Count, ok = d.integer(n, o.field("limit"), 1, algo.MaxCount)
+		l.Count, ok = d.integer(n, o.field("limit"), 1, algo.MaxCountFor(a.kind))
 	} else {
 		d.errorf(o.missing(), o.field("limit"), "required for %s: requests per %s, at least 1", a.name, periodField)
 		ok = false
@@ -341,7 +355,7 @@ func (d *decoder) window(o object, a algorithm, periodField string, defPeriod in
 	if !ok || a.kind == algo.Concurrency {
 		return l, ok
 	}
-	if l.Count > maxRatePerSecond*l.Period/1000 {
+	if l.Period < rateWindow && l.Count > maxRatePerSecond*l.Period/1000 {
 		d.errorf(o.get("limit"), o.field("limit"), "%d per %s is more than %d r/s", l.Count, o.get(periodField).Value, maxRatePerSecond)
 		return l, false
 	}

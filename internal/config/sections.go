@@ -269,6 +269,10 @@ func (l *loader) responseSection() *section {
 		{name: "status", def: "429", value: l.intVal(&r.Status, 400, 599), doc: "Status of a refusal."},
 		{name: "headers", def: "[ratelimit]", value: headers,
 			doc: "Header families: ratelimit (IETF draft RateLimit-Policy and RateLimit), ratelimit-legacy (RateLimit-Limit/-Remaining/-Reset), x-ratelimit (X-RateLimit-*, reset in epoch seconds)."},
+		{name: "partition_key", def: "false", value: l.boolVal(&r.PartitionKey),
+			doc: "Add the IETF draft's pk parameter (a hash of the client's state key, never the key) to RateLimit-Policy and RateLimit."},
+		{name: "problem_types", def: "rlproxy", value: l.problemTypesVal(&r.ProblemTypes),
+			doc: "Type URI of a refusal's problem details: rlproxy (urn:rlproxy:problem:rate-limited) or ietf (the draft's quota-exceeded)."},
 	}}
 }
 

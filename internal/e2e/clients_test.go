@@ -241,7 +241,7 @@ policies:
 				return
 			}
 			keys := clientsKeys(t, srv)
-			keyRE := regexp.MustCompile(`^rl:v1:\{(ip:[0-9a-f.:/]+|h:[0-9a-f]{32}|t:[0-9a-f]{32}|global)\}:[a-z0-9]+:tb$`)
+			keyRE := regexp.MustCompile(`^rl:v2:\{(ip:[0-9a-f.:/]+|h:[0-9a-f]{32}|t:[0-9a-f]{32}|global)\}:[a-z0-9]+:tb$`)
 			for _, k := range keys {
 				if !keyRE.MatchString(k) || len(k) > 80 {
 					t.Errorf("store key %q (%d bytes): want the fixed forms of DESIGN.md, ≤ 80 bytes", k, len(k))
@@ -252,14 +252,14 @@ policies:
 					}
 				}
 			}
-			want := []string{"rl:v1:{ip:2001:db8:1:2::/64}:v6:tb", "rl:v1:{ip:198.51.100.0/24}:v4:tb",
-				"rl:v1:{ip:1.2.3.4}:mapped:tb", "rl:v1:{ip:203.0.113.9}:mline:tb", "rl:v1:{ip:10.0.0.1}:mline:tb",
-				"rl:v1:{global}:glob:tb", "rl:v1:{ip:127.0.0.2}:hdr:tb", "rl:v1:{ip:127.0.0.3}:hdr:tb"}
+			want := []string{"rl:v2:{ip:2001:db8:1:2::/64}:v6:tb", "rl:v2:{ip:198.51.100.0/24}:v4:tb",
+				"rl:v2:{ip:1.2.3.4}:mapped:tb", "rl:v2:{ip:203.0.113.9}:mline:tb", "rl:v2:{ip:10.0.0.1}:mline:tb",
+				"rl:v2:{global}:glob:tb", "rl:v2:{ip:127.0.0.2}:hdr:tb", "rl:v2:{ip:127.0.0.3}:hdr:tb"}
 			have := map[string]bool{}
 			hashedBig := 0
 			for _, k := range keys {
 				have[k] = true
-				if strings.HasSuffix(k, ":big:tb") && strings.HasPrefix(k, "rl:v1:{h:") {
+				if strings.HasSuffix(k, ":big:tb") && strings.HasPrefix(k, "rl:v2:{h:") {
 					hashedBig++
 				}
 			}
@@ -299,7 +299,7 @@ routes:
 		clientsStatus(t, p, in.URL+"/a", "X-Forwarded-For", "192.0.2.2"),
 	}), "[200 429 200 200 429]")
 	have := strings.Join(clientsKeys(t, srv), " ")
-	for _, k := range []string{"rl:v1:{ip:2001:db8::1}:fwd:tb", "rl:v1:{ip:2001:db8::2}:fwd:tb", "rl:v1:{ip:127.0.0.1}:fwd:tb"} {
+	for _, k := range []string{"rl:v2:{ip:2001:db8::1}:fwd:tb", "rl:v2:{ip:2001:db8::2}:fwd:tb", "rl:v2:{ip:127.0.0.1}:fwd:tb"} {
 		if !strings.Contains(have, k) {
 			t.Errorf("store key %q missing; have %s", k, have)
 		}

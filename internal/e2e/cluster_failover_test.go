@@ -123,7 +123,7 @@ routes:
 		}
 	}
 	failover := time.Since(killed)
-	heir := topo.Node(ipKey(ips[0])) // the promoted replica
+	heir := topo.Node(ipKey(ips[0]))    // the promoted replica
 	time.Sleep(1500 * time.Millisecond) // rlproxy reads the topology every second
 	afterFailover.Store(true)
 	time.Sleep(time.Second)
@@ -161,7 +161,7 @@ routes:
 }
 
 // ipKey is the state key of policy p for ip (its hash tag decides the slot).
-func ipKey(ip string) string { return "rl:v1:{ip:" + ip + "}:p" }
+func ipKey(ip string) string { return "rl:v2:{ip:" + ip + "}:p" }
 
 // newOKUpstream starts an upstream answering 200 "ok" to everything and
 // returns its URL.

@@ -343,6 +343,8 @@ type corePxProblem struct {
 	Remaining  *int64 `json:"remaining"`
 	Reset      *int64 `json:"reset"`
 	Window     *int64 `json:"window"`
+	// Violated is draft-11's violated-policies (policy refusals only).
+	Violated *[]string `json:"violated-policies"`
 }
 
 // corePxDecodeProblem checks the media type and decodes the body strictly.
@@ -398,9 +400,12 @@ response: { status: %d }
 			want := corePxProblem{Type: "urn:rlproxy:problem:rate-limited", Title: "Too Many Requests", Status: status,
 				Detail: `policy "api" allows 5 requests per 10 s; retry in 2 s`, Instance: "/api/items", Policy: "api"}
 			got := p
-			got.RetryAfter, got.Limit, got.Remaining, got.Reset, got.Window = nil, nil, nil, nil, nil
+			got.RetryAfter, got.Limit, got.Remaining, got.Reset, got.Window, got.Violated = nil, nil, nil, nil, nil, nil
 			if got != want {
 				t.Errorf("problem %+v, want %+v", got, want)
+			}
+			if p.Violated == nil || fmt.Sprint(*p.Violated) != "[api]" {
+				t.Errorf("violated-policies %v, want [api]", p.Violated)
 			}
 			if s := strings.Join([]string{corePxInt(p.RetryAfter), corePxInt(p.Limit), corePxInt(p.Remaining), corePxInt(p.Reset), corePxInt(p.Window)}, " "); s != "2 5 0 10 10" {
 				t.Errorf("retryAfter limit remaining reset window = %s, want 2 5 0 10 10", s)

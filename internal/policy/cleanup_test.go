@@ -68,8 +68,8 @@ func TestCleanupErrorsCounted(t *testing.T) {
 func TestRedactedKeyFor(t *testing.T) {
 	id := "h:0123456789abcdef0123456789abcdef"
 	res := Result{Items: []Item{{stage: stageEnforce}}}
-	res.stages[stageEnforce].add(store.Check{Key: "rl:v1:{" + id + "}:api:tb"})
-	if got, want := res.RedactedKeyFor(0), "rl:v1:{h:0123456789ab}:api:tb"; got != want {
+	res.stages[stageEnforce].add(store.Check{Key: "rl:v2:{" + id + "}:api:tb"})
+	if got, want := res.RedactedKeyFor(0), "rl:v2:{h:0123456789ab}:api:tb"; got != want {
 		t.Errorf("RedactedKeyFor = %q, want %q", got, want)
 	}
 }

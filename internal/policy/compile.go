@@ -10,6 +10,7 @@ import (
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/metrics"
+	"rlproxy/internal/store"
 )
 
 // New compiles cfg. It fails only on what config validation cannot see
@@ -19,7 +20,7 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 		policies:  make(map[string]*Policy, len(cfg.Policies)),
 		store:     opts.Store,
 		floor:     opts.Floor,
-		prefix:    cfg.Store.Valkey.KeyPrefix + "v1:",
+		prefix:    cfg.Store.Valkey.KeyPrefix + store.KeyVersion,
 		metrics:   opts.Metrics,
 		counters:  map[string]*metrics.PolicyCounters{},
 		leaseBase: opts.LeasePrefix,
@@ -28,6 +29,10 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 	}
 	if l.injected = l.now != nil; !l.injected {
 		l.now = time.Now
+	}
+	var pk *partitionKey
+	if cfg.Response.PartitionKey {
+		pk = newPartitionKey(cfg.Store.HashSecret)
 	}
 	for _, name := range cfg.PolicyOrder {
 		cp := cfg.Policies[name]
@@ -41,7 +46,8 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 			Quota:      cp.Limit.Quota(),
 			Window:     CeilSeconds(cp.Limit.WindowMillis()),
 			key:        ex,
-			keyTail:    ":" + name + ":" + kindCode(cp.Limit.Kind),
+			keyTail:    ":" + name + ":" + kindCode(&cp.Limit),
+			pk:         pk,
 		}
 	}
 	plans := map[string]*PlanSet{}
@@ -155,8 +161,25 @@ func CeilSeconds(ms int64) int64 {
 	return (ms + 999) / 1000
 }
 
-func kindCode(k algo.Kind) string {
-	switch k {
+// WindowAt is w of RateLimit-Policy in seconds at now (Unix ms): Window,
+// or for a calendar window the length of the period containing now (a
+// 23 h day is 82800).
+func (p *Policy) WindowAt(now int64) int64 {
+	if p.Limit.Calendar == nil {
+		return p.Window
+	}
+	return CeilSeconds(p.Limit.WindowMillisAt(now))
+}
+
+// kindCode is the key's algorithm code. A calendar window's adds "c" and
+// its unit (fcm: fixed window per calendar month), and its state is keyed
+// by the period's start instant: switching window and calendar, the unit
+// or the zone on reload never reads another period's count.
+func kindCode(l *algo.Limit) string {
+	if l.Calendar != nil {
+		return kindCode(&algo.Limit{Kind: l.Kind})[:1] + "c" + l.Calendar.Unit.String()[:1]
+	}
+	switch l.Kind {
 	case algo.FixedWindow:
 		return "fw"
 	case algo.SlidingLog:

@@ -82,7 +82,8 @@ type Policy struct {
 	Window int64
 
 	key     *clientkey.Extractor
-	keyTail string // ":" + name + ":" + algorithm code: state is dropped when the algorithm changes
+	keyTail string        // ":" + name + ":" + algorithm code: state is dropped when the algorithm changes
+	pk      *partitionKey // response.partition_key (ietf.go); nil when off
 }
 
 // Route is one compiled route.

@@ -72,7 +72,12 @@ func setQuotaHeaders(h http.Header, sets config.HeaderSet, res *policy.Result) {
 			b = append(b, ";q="...)
 			b = strconv.AppendInt(b, p.Quota, 10)
 			b = append(b, ";w="...)
-			b = strconv.AppendInt(b, p.Window, 10)
+			b = strconv.AppendInt(b, p.WindowAt(res.Now), 10)
+			if qu := p.QuotaUnit(); qu != "" {
+				b = append(b, ";qu="...)
+				b = append(b, qu...)
+			}
+			b = res.AppendPartitionKey(b, i)
 		}
 		ends[qhPolicy] = len(b)
 		first = true
@@ -90,6 +95,7 @@ func setQuotaHeaders(h http.Header, sets config.HeaderSet, res *policy.Result) {
 			b = strconv.AppendInt(b, max(it.Decision.Remaining, 0), 10)
 			b = append(b, ";t="...)
 			b = strconv.AppendInt(b, resetSeconds(it.Decision.ResetAfter), 10)
+			b = res.AppendPartitionKey(b, i)
 		}
 		ends[qhRateLimit] = len(b)
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"rlproxy/internal/config"
 	"rlproxy/internal/policy"
 )
 
@@ -53,14 +54,21 @@ var problems = [...]struct {
 	problemNotDescribed:    {"urn:rlproxy:problem:no-original-request", "Bad Request", "want X-Forwarded-Uri or X-Original-URI naming the original request", http.StatusBadRequest},
 }
 
+// ietfQuotaExceeded is the ratelimit-headers draft-11 problem type of a
+// refusal (response.problem_types: ietf), requested from IANA by the
+// draft, not yet registered.
+const ietfQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
 // writeProblem is the one place rlproxy answers in its own name. For
 // refusals (rt and res non-nil) it sets Retry-After and describes the
 // binding policy. Every such answer is uncacheable (RFC 6585 §4 for 429).
 //
-// The body is RFC 9457 problem details plus the rate-limit members the
-// brief asks for (whole seconds), members in this order: type, title,
+// The body is RFC 9457 problem details plus the rate-limit members of
+// docs/PRODUCT.md "Responses" (whole seconds), members in this order: type, title,
 // status, detail, instance, then requestId (the request's id, requestid.go),
-// policy, retryAfter, limit, remaining, reset, window only when they apply. It is appended into one buffer (the
+// policy, retryAfter, limit, remaining, reset, window only when they apply,
+// and on a refusal by the route's policies violated-policies (draft-11: the
+// names of the policies that refused, possibly none for a shaping cap). It is appended into one buffer (the
 // refusal path is hot under attack) with encoding/json's string escaping,
 // so the bytes are what json.Marshal of the former struct gave.
 func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *Runtime, res *policy.Result) {
@@ -81,8 +89,12 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 			it = &res.Items[res.Binding]
 		}
 	}
+	var now int64
+	if res != nil {
+		now = res.Now
+	}
 	var d [256]byte
-	db := appendDetail(d[:0], detail, it, ra)
+	db := appendDetail(d[:0], detail, it, ra, now)
 	if isGRPC(r) {
 		writeGRPCProblem(w, kind, db, ra, res != nil)
 		return
@@ -90,7 +102,11 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 	// One allocation (Write's argument escapes): sized for a refusal body
 	// with a short path; a long one grows it.
 	b := append(make([]byte, 0, 512), `{"type":`...)
-	b = appendJSONString(b, p.typ)
+	typ := p.typ
+	if kind == problemRateLimited && rt != nil && rt.Config.Response.ProblemTypes == config.ProblemTypesIETF {
+		typ = ietfQuotaExceeded
+	}
+	b = appendJSONString(b, typ)
 	b = append(b, `,"title":`...)
 	b = appendJSONString(b, p.title)
 	b = append(b, `,"status":`...)
@@ -119,7 +135,18 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 		b = append(b, `,"reset":`...)
 		b = strconv.AppendInt(b, resetSeconds(it.Decision.ResetAfter), 10)
 		b = append(b, `,"window":`...)
-		b = strconv.AppendInt(b, it.Policy.Window, 10)
+		b = strconv.AppendInt(b, it.Policy.WindowAt(res.Now), 10)
+	}
+	if rt != nil && res != nil { // draft-11's member, on every refusal by the route's policies
+		var names [8]string
+		b = append(b, `,"violated-policies":[`...)
+		for j, n := range res.ViolatedPolicies(names[:0]) {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, n)
+		}
+		b = append(b, ']')
 	}
 	b = append(b, "}\n"...)
 	if res != nil {
@@ -136,7 +163,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 
 // appendDetail appends a problem's detail: the kind's own, or for a
 // refusal `policy "NAME" allows N requests per W s; retry in R s`.
-func appendDetail(b []byte, detail string, it *policy.Item, ra int64) []byte {
+func appendDetail(b []byte, detail string, it *policy.Item, ra, now int64) []byte {
 	switch {
 	case detail != "":
 		return append(b, detail...)
@@ -146,7 +173,7 @@ func appendDetail(b []byte, detail string, it *policy.Item, ra int64) []byte {
 		b = append(b, " allows "...)
 		b = strconv.AppendInt(b, it.Policy.Quota, 10)
 		b = append(b, " requests per "...)
-		b = strconv.AppendInt(b, it.Policy.Window, 10)
+		b = strconv.AppendInt(b, it.Policy.WindowAt(now), 10)
 		b = append(b, " s; retry in "...)
 		b = strconv.AppendInt(b, ra, 10)
 		return append(b, " s"...)

@@ -36,7 +36,7 @@ func TestWriteProblemBody(t *testing.T) {
 	res := &policy.Result{
 		RetryAfter: 1500,
 		Binding:    0,
-		Items:      []policy.Item{{Policy: pol, Decision: algo.Decision{Remaining: -1, ResetAfter: 2001}}},
+		Items:      []policy.Item{{Policy: pol, Decision: algo.Decision{Remaining: -1, ResetAfter: 2001}, Status: policy.Rejected}},
 	}
 	rt := &Runtime{Config: &config.Config{Response: config.Response{Status: 429}}}
 	w := httptest.NewRecorder()
@@ -44,9 +44,17 @@ func TestWriteProblemBody(t *testing.T) {
 	writeProblem(w, r, problemRateLimited, rt, res)
 	want := `{"type":"urn:rlproxy:problem:rate-limited","title":"Too Many Requests","status":429,` +
 		`"detail":"policy \"a\\\"pi\" allows 5 requests per 60 s; retry in 2 s","instance":"/p/\u003cx\u003e y",` +
-		`"policy":"a\"pi","retryAfter":2,"limit":5,"remaining":0,"reset":3,"window":60}` + "\n"
+		`"policy":"a\"pi","retryAfter":2,"limit":5,"remaining":0,"reset":3,"window":60,"violated-policies":["a\"pi"]}` + "\n"
 	if got := w.Body.String(); got != want {
 		t.Errorf("body\n got %s\nwant %s", got, want)
+	}
+	// response.problem_types: ietf changes the type only.
+	rt.Config.Response.ProblemTypes = config.ProblemTypesIETF
+	wi := httptest.NewRecorder()
+	writeProblem(wi, r, problemRateLimited, rt, res)
+	rt.Config.Response.ProblemTypes = config.ProblemTypesRLProxy
+	if got, want := wi.Body.String(), `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded"`+want[len(`{"type":"urn:rlproxy:problem:rate-limited"`):]; got != want {
+		t.Errorf("ietf body\n got %s\nwant %s", got, want)
 	}
 	if w.Code != 429 || w.Header().Get("Retry-After") != "2" || w.Header().Get("Cache-Control") != "no-store" ||
 		w.Header().Get("Content-Type") != "application/problem+json" {

@@ -52,8 +52,8 @@ type Server struct {
 	access  atomic.Pointer[accesslog.Logger]
 
 	// live is the admin page's live view; nil records nothing.
-	live *live.Recorder
-	writers sync.Pool    // *finalWriter
+	live    *live.Recorder
+	writers sync.Pool // *finalWriter
 }
 
 // New returns a Server serving rt.

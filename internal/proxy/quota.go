@@ -102,7 +102,7 @@ func (rt *Runtime) Quota(ctx context.Context, routes []*policy.Route, r *http.Re
 			seen[it.Policy.Name] = true
 			ans.Policies = append(ans.Policies, QuotaPolicy{
 				Name: it.Policy.Name, Route: route.Name, Limit: it.Policy.Quota,
-				Remaining: max(it.Decision.Remaining, 0), Reset: resetSeconds(it.Decision.ResetAfter), Window: it.Policy.Window,
+				Remaining: max(it.Decision.Remaining, 0), Reset: resetSeconds(it.Decision.ResetAfter), Window: it.Policy.WindowAt(res.Now),
 				Client: live.ClientID(res.KeyFor(i)),
 			})
 			if best < 0 || policy.Binds(it.Decision, bestD) {

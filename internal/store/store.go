@@ -9,10 +9,19 @@ import (
 	"rlproxy/internal/algo"
 )
 
+// KeyVersion is the state layout's version segment of every key, right
+// after the key prefix. A release that changes how any algorithm's state
+// reads gets a new one, so a fleet running two releases side by side
+// during a rolling upgrade keeps two sets of state instead of misreading
+// the other's. v2: a token bucket's state may hold a debt (its deficit A
+// below 0, algo.Limit.ForceCharge), which a v1 reader took for a full
+// bucket; calendar windows (their own algorithm codes) arrived with it.
+const KeyVersion = "v2:"
+
 // Check is one policy's part of a decision.
 type Check struct {
 	// Key is the full state key: key prefix, version, the client in a hash tag,
-	// then the policy, e.g. "rl:v1:{ip:192.0.2.7}:api". Checks of one client
+	// then the policy, e.g. "rl:v2:{ip:192.0.2.7}:api". Checks of one client
 	// with the same key source share the hash tag, hence one Cluster slot.
 	Key string
 	// Limit is the policy's compiled limit.

@@ -31,7 +31,7 @@ const hour = 3_600_000
 func ipKeys(n int) []string {
 	keys := make([]string, n)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("rl:v1:{ip:10.%d.%d.%d}:api", i>>16&255, i>>8&255, i&255)
+		keys[i] = fmt.Sprintf("rl:v2:{ip:10.%d.%d.%d}:api", i>>16&255, i>>8&255, i&255)
 	}
 	return keys
 }
@@ -139,7 +139,7 @@ func memoryPerKey(tb testing.TB, n int) float64 {
 	out := make([]algo.Decision, 1)
 	buf := make([]byte, 0, 64)
 	for i := range n {
-		buf = append(buf[:0], "rl:v1:{ip:10."...)
+		buf = append(buf[:0], "rl:v2:{ip:10."...)
 		buf = strconv.AppendInt(buf, int64(i>>16&255), 10)
 		buf = append(buf, '.')
 		buf = strconv.AppendInt(buf, int64(i>>8&255), 10)
@@ -193,7 +193,7 @@ func BenchmarkVsXTimeRate(b *testing.B) {
 	s := New(Options{SweepInterval: -1})
 	defer s.Close()
 	lim := rate.NewLimiter(rate.Limit(1e9), 1_000_000)
-	checks := []store.Check{{Key: "rl:v1:{ip:192.0.2.7}:api", Limit: benchLimits[2], Cost: 1}}
+	checks := []store.Check{{Key: "rl:v2:{ip:192.0.2.7}:api", Limit: benchLimits[2], Cost: 1}}
 	out := make([]algo.Decision, 1)
 	ctx := context.Background()
 	var ours, theirs time.Duration

@@ -57,7 +57,7 @@ func TestReferenceExperiment(t *testing.T) {
 	s := newStore(t, 0)
 	for _, p := range algo.ReferencePatterns() {
 		for i, l := range algo.ReferenceLimits() {
-			k := fmt.Sprintf("rl:v1:{ip:192.0.2.7}:%s-%d", p.Name, i)
+			k := fmt.Sprintf("rl:v2:{ip:192.0.2.7}:%s-%d", p.Name, i)
 			acc := 0
 			for _, at := range p.Times {
 				if decide(t, s, at, store.Check{Key: k, Limit: l, Cost: 1})[0].Allowed {
@@ -75,8 +75,8 @@ func TestReferenceExperiment(t *testing.T) {
 // cost-0 peek.
 func TestMultiCheckAtomic(t *testing.T) {
 	s := newStore(t, 0)
-	a := store.Check{Key: "rl:v1:{ip:a}:five", Limit: fixed5, Cost: 1}
-	b := store.Check{Key: "rl:v1:{ip:a}:one", Limit: fixed1, Cost: 1}
+	a := store.Check{Key: "rl:v2:{ip:a}:five", Limit: fixed5, Cost: 1}
+	b := store.Check{Key: "rl:v2:{ip:a}:one", Limit: fixed1, Cost: 1}
 	now := B + 1000
 	reset := 3_600_000 - now%3_600_000 // B is not a whole number of hours
 	steps := []struct {
@@ -210,7 +210,7 @@ func TestConcurrencyLeases(t *testing.T) {
 	s := newStore(t, 0)
 	l := algo.Limit{Kind: algo.Concurrency, Count: 2, Period: 30_000}
 	lease := func(id string) store.Check {
-		return store.Check{Key: "rl:v1:{ip:a}:conc", Limit: l, Cost: 1, Lease: id}
+		return store.Check{Key: "rl:v2:{ip:a}:conc", Limit: l, Cost: 1, Lease: id}
 	}
 	ctx := context.Background()
 	steps := []struct {
@@ -244,7 +244,7 @@ func TestConcurrencyLeases(t *testing.T) {
 // The same key under another algorithm (reload changed it) starts idle.
 func TestKindChangeStartsIdle(t *testing.T) {
 	s := newStore(t, 0)
-	k := "rl:v1:{ip:a}:p"
+	k := "rl:v2:{ip:a}:p"
 	decide(t, s, B, store.Check{Key: k, Limit: token10, Cost: 10})
 	log := algo.Limit{Kind: algo.SlidingLog, Count: 3, Period: 1000}
 	if d := decide(t, s, B, store.Check{Key: k, Limit: log, Cost: 1})[0]; !d.Allowed || d.Remaining != 2 {
@@ -276,7 +276,7 @@ func TestRaceExactLimit(t *testing.T) {
 		for g := range 500 {
 			wg.Go(func() {
 				<-start
-				c := []store.Check{{Key: "rl:v1:{ip:race}:" + l.Kind.String(), Limit: l, Cost: 1, Lease: fmt.Sprint(g)}}
+				c := []store.Check{{Key: "rl:v2:{ip:race}:" + l.Kind.String(), Limit: l, Cost: 1, Lease: fmt.Sprint(g)}}
 				out := make([]algo.Decision, 1)
 				if _, err := s.Decide(context.Background(), c, 0, out); err != nil {
 					t.Error(err)

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"rlproxy/internal/algo"
 	"rlproxy/internal/store"
@@ -82,8 +83,36 @@ func (s *Store) scriptArgs(b *call, mode string, checks []store.Check, now int64
 	for i := range checks {
 		ch := &checks[i]
 		b.keys = append(b.keys, ch.Key)
+		if ch.Limit.Calendar != nil {
+			b.args = appendCalendar(b.args, ch, now)
+			continue
+		}
 		la := s.limits.get(&ch.Limit)
 		b.args = append(b.args, la[:]...)
 		b.args = append(b.args, strconv.FormatInt(ch.Cost, 10), ch.Lease)
 	}
+}
+
+// appendCalendar appends a calendar window's check (lua/calendar.lua):
+// kind 7 (fixed window) or 8 (sliding counter), Count, six consecutive
+// period starts around now (Unix ms; 0, the server's TIME, is taken as
+// this host's clock, which only has to lie within a period of the
+// server's), then cost. The boundaries change with the period, so they
+// are formatted per call, unlike limitCache's.
+func appendCalendar(args []string, ch *store.Check, now int64) []string {
+	if now == 0 {
+		now = time.Now().UnixMilli()
+	}
+	l := &ch.Limit
+	sp := l.Calendar.SpanAt(now)
+	before, after := l.Calendar.SpanAt(sp.PrevStart), l.Calendar.SpanAt(sp.End)
+	kind := "7"
+	if l.Kind == algo.SlidingWindow {
+		kind = "8"
+	}
+	return append(args, kind, strconv.FormatInt(l.Count, 10),
+		strconv.FormatInt(before.PrevStart, 10), strconv.FormatInt(sp.PrevStart, 10),
+		strconv.FormatInt(sp.Start, 10), strconv.FormatInt(sp.End, 10),
+		strconv.FormatInt(ch.Cost, 10),
+		strconv.FormatInt(sp.NextEnd, 10)+":"+strconv.FormatInt(after.NextEnd, 10))
 }

@@ -16,8 +16,8 @@ func TestScriptArgs(t *testing.T) {
 	tb := algo.Limit{Kind: algo.TokenBucket, Count: 1000000, Period: 1000, Burst: 250}
 	lb := algo.Limit{Kind: algo.LeakyBucket, Count: 10, Period: 1000, Burst: 20, NoDelay: true}
 	checks := []store.Check{
-		{Key: "rl:v1:{ip:1}:a:tb", Limit: tb, Cost: 3},
-		{Key: "rl:v1:{ip:1}:b:lb", Limit: lb, Cost: 1, Lease: "x"},
+		{Key: "rl:v2:{ip:1}:a:tb", Limit: tb, Cost: 3},
+		{Key: "rl:v2:{ip:1}:b:lb", Limit: lb, Cost: 1, Lease: "x"},
 	}
 	var b call
 	for range 2 { // the second round reads the cache

@@ -80,7 +80,7 @@ func TestBatchReplies(t *testing.T) {
 			wg.Go(func() {
 				l := algo.Limit{Kind: algo.FixedWindow, Count: int64(100 + g), Period: 3_600_000}
 				out := make([]algo.Decision, 1)
-				c := []store.Check{{Key: fmt.Sprintf("rl:v1:{batch%d}:fw", g), Limit: l, Cost: 1}}
+				c := []store.Check{{Key: fmt.Sprintf("rl:v2:{batch%d}:fw", g), Limit: l, Cost: 1}}
 				if _, err := st.Decide(context.Background(), c, base, out); err != nil {
 					t.Errorf("round %d caller %d: %v", r, g, err)
 					return
@@ -127,7 +127,7 @@ func TestBatchCallerLeaves(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { // the leader: first in
-		if _, err := decide(leaderCtx, "rl:v1:{leader}:fw"); !errors.Is(err, context.Canceled) {
+		if _, err := decide(leaderCtx, "rl:v2:{leader}:fw"); !errors.Is(err, context.Canceled) {
 			t.Errorf("leader whose context ended before the send: %v, want context.Canceled", err)
 		}
 	})
@@ -135,26 +135,26 @@ func TestBatchCallerLeaves(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	wg.Go(func() {
-		if d, err := decide(context.Background(), "rl:v1:{stayer}:fw"); err != nil || d.Remaining != 9 {
+		if d, err := decide(context.Background(), "rl:v2:{stayer}:fw"); err != nil || d.Remaining != 9 {
 			t.Errorf("caller that stayed: %+v, %v; want remaining 9", d, err)
 		}
 	})
 	go func() {
-		_, err := decide(leaverCtx, "rl:v1:{leaver}:fw")
+		_, err := decide(leaverCtx, "rl:v2:{leaver}:fw")
 		left <- err
 	}()
 	wg.Wait()
 	st.batch.yield = nil
 	for _, who := range []string{"leader", "leaver"} {
-		if d := decide1(t, st, "rl:v1:{"+who+"}:fw", l, 0, "", base); d.Remaining != 10 {
+		if d := decide1(t, st, "rl:v2:{"+who+"}:fw", l, 0, "", base); d.Remaining != 10 {
 			t.Errorf("%s's check: remaining %d, want 10 (not sent)", who, d.Remaining)
 		}
 	}
 	// A context that has already ended sends nothing either.
-	if _, err := decide(leaderCtx, "rl:v1:{late}:fw"); !errors.Is(err, context.Canceled) {
+	if _, err := decide(leaderCtx, "rl:v2:{late}:fw"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Decide with an ended context: %v, want context.Canceled", err)
 	}
-	if d := decide1(t, st, "rl:v1:{late}:fw", l, 0, "", base); d.Remaining != 10 {
+	if d := decide1(t, st, "rl:v2:{late}:fw", l, 0, "", base); d.Remaining != 10 {
 		t.Errorf("check decided with an ended context: remaining %d, want 10", d.Remaining)
 	}
 }
@@ -172,7 +172,7 @@ func TestBatchNoScript(t *testing.T) {
 	st, srv := newStore(t)
 	const callers = 16
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 3_600_000}
-	decide1(t, st, "rl:v1:{warm}:fw", l, 1, "", base) // the script is cached
+	decide1(t, st, "rl:v2:{warm}:fw", l, 1, "", base) // the script is cached
 	if err := srv.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestBatchNoScript(t *testing.T) {
 	for g := range callers {
 		wg.Go(func() {
 			out := make([]algo.Decision, 1)
-			c := []store.Check{{Key: fmt.Sprintf("rl:v1:{ns%d}:fw", g), Limit: l, Cost: 1}}
+			c := []store.Check{{Key: fmt.Sprintf("rl:v2:{ns%d}:fw", g), Limit: l, Cost: 1}}
 			if _, err := st.Decide(context.Background(), c, base, out); err != nil || out[0].Remaining != 9 {
 				t.Errorf("caller %d after SCRIPT FLUSH: %+v, %v; want remaining 9", g, out[0], err)
 			}
@@ -190,7 +190,7 @@ func TestBatchNoScript(t *testing.T) {
 	wg.Wait()
 	st.batch.yield = nil
 	for g := range callers {
-		if d := decide1(t, st, fmt.Sprintf("rl:v1:{ns%d}:fw", g), l, 0, "", base); d.Remaining != 9 {
+		if d := decide1(t, st, fmt.Sprintf("rl:v2:{ns%d}:fw", g), l, 0, "", base); d.Remaining != 9 {
 			t.Errorf("key %d charged %d times, want once", g, 10-d.Remaining)
 		}
 	}
@@ -213,7 +213,7 @@ func TestBatchTimeout(t *testing.T) {
 	for g := range callers {
 		wg.Go(func() {
 			out := make([]algo.Decision, 1)
-			c := []store.Check{{Key: fmt.Sprintf("rl:v1:{slow%d}:fw", g), Limit: l, Cost: 1}}
+			c := []store.Check{{Key: fmt.Sprintf("rl:v2:{slow%d}:fw", g), Limit: l, Cost: 1}}
 			_, err := st.Decide(context.Background(), c, base, out)
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("caller %d against a sleeping server: %v, want a deadline error", g, err)
@@ -251,7 +251,7 @@ func TestBatchTimedOutQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 3_600_000}
-	decide1(t, st, "rl:v1:{warm}:fw", l, 1, "", base) // the script is cached
+	decide1(t, st, "rl:v2:{warm}:fw", l, 1, "", base) // the script is cached
 	srv.Client(t)                                     // connect before the server sleeps
 
 	begin := time.Now()
@@ -273,7 +273,7 @@ func TestBatchTimedOutQueued(t *testing.T) {
 		for g := range callers {
 			wg.Go(func() {
 				out := make([]algo.Decision, 1)
-				key := fmt.Sprintf("rl:v1:{%s%d}:fw", name, g)
+				key := fmt.Sprintf("rl:v2:{%s%d}:fw", name, g)
 				_, err := st.Decide(context.Background(), []store.Check{{Key: key, Limit: l, Cost: 1}}, base, out)
 				if !want(err) {
 					t.Errorf("%s caller %d at %v: %v", name, g, time.Since(begin).Round(time.Millisecond), err)
@@ -291,10 +291,10 @@ func TestBatchTimedOutQueued(t *testing.T) {
 	stopFlood()
 	st.batch.yield = nil
 	for g := range callers {
-		if d := decide1(t, st, fmt.Sprintf("rl:v1:{second%d}:fw", g), l, 0, "", base); d.Remaining != 9 {
+		if d := decide1(t, st, fmt.Sprintf("rl:v2:{second%d}:fw", g), l, 0, "", base); d.Remaining != 9 {
 			t.Errorf("second batch's key %d charged %d times, want once", g, 10-d.Remaining)
 		}
-		if d := decide1(t, st, fmt.Sprintf("rl:v1:{first%d}:fw", g), l, 0, "", base); d.Remaining < 9 {
+		if d := decide1(t, st, fmt.Sprintf("rl:v2:{first%d}:fw", g), l, 0, "", base); d.Remaining < 9 {
 			t.Errorf("timed-out batch's key %d charged %d times, want at most once", g, 10-d.Remaining)
 		}
 	}
@@ -319,13 +319,13 @@ func TestBatchPanic(t *testing.T) {
 				t.Error("leader: no panic, want the send's panic")
 			}
 		}()
-		_ = decide("rl:v1:{panicleader}:fw")
+		_ = decide("rl:v2:{panicleader}:fw")
 	})
 	for !st.batchOpen() {
 		time.Sleep(time.Millisecond)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- decide("rl:v1:{panicjoiner}:fw") }()
+	go func() { errc <- decide("rl:v2:{panicjoiner}:fw") }()
 	select {
 	case err := <-errc:
 		if err == nil || !strings.Contains(err.Error(), "running decision batch") {
@@ -344,12 +344,12 @@ func TestBatchKeyless(t *testing.T) {
 	if st.batches(context.Background(), &call{}) {
 		t.Error("a keyless run may join a batch")
 	}
-	if !st.batches(context.Background(), &call{keys: []string{"rl:v1:{k}:fw"}}) {
+	if !st.batches(context.Background(), &call{keys: []string{"rl:v2:{k}:fw"}}) {
 		t.Error("a keyed run without a deadline may not join a batch")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if st.batches(ctx, &call{keys: []string{"rl:v1:{k}:fw"}}) {
+	if st.batches(ctx, &call{keys: []string{"rl:v2:{k}:fw"}}) {
 		t.Error("a run whose deadline (1 s) is within Options.Timeout (5 s) may join a batch")
 	}
 }
@@ -362,14 +362,14 @@ func TestBatchIdleSendsAtOnce(t *testing.T) {
 	var yields atomic.Int64
 	st.batch.yield = func() { yields.Add(1) }
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 3_600_000}
-	decide1(t, st, "rl:v1:{idle}:fw", l, 1, "", base)
+	decide1(t, st, "rl:v2:{idle}:fw", l, 1, "", base)
 	if n := yields.Load(); n != 0 {
 		t.Errorf("a leader with no batch in flight yielded %d times, want 0", n)
 	}
 	st.batch.mu.Lock()
 	st.batch.inflight++ // as if another batch were in flight
 	st.batch.mu.Unlock()
-	if d := decide1(t, st, "rl:v1:{idle}:fw", l, 1, "", base); d.Remaining != 8 {
+	if d := decide1(t, st, "rl:v2:{idle}:fw", l, 1, "", base); d.Remaining != 8 {
 		t.Errorf("remaining %d, want 8", d.Remaining)
 	}
 	if n := yields.Load(); n != 1 {
@@ -456,7 +456,7 @@ func TestBatchMerge(t *testing.T) {
 		checks := func(set string) []store.Check {
 			c := make([]store.Check, len(tc.limits))
 			for i, l := range tc.limits {
-				c[i] = store.Check{Key: fmt.Sprintf("rl:v1:{m%d%s}:%d", ci, set, i), Limit: l, Cost: tc.cost}
+				c[i] = store.Check{Key: fmt.Sprintf("rl:v2:{m%d%s}:%d", ci, set, i), Limit: l, Cost: tc.cost}
 			}
 			return c
 		}
@@ -486,7 +486,7 @@ func TestBatchMerge(t *testing.T) {
 		before := evalshaCalls(t, srv)
 		var wg sync.WaitGroup
 		results := goCollect(&wg, n, func() string { return fmt.Sprint(decideAt(a, now)) })
-		other := fmt.Sprintf("rl:v1:{m%dother}:0", ci)
+		other := fmt.Sprintf("rl:v2:{m%dother}:0", ci)
 		wg.Go(func() {
 			if d := decideAt([]store.Check{{Key: other, Limit: tb, Cost: 1}}, now); !d[0].Allowed || d[0].Remaining != 4 {
 				t.Errorf("%s: other key: %+v, want allowed, remaining 4", tc.name, d[0])
@@ -496,7 +496,7 @@ func TestBatchMerge(t *testing.T) {
 		var held atomic.Int64
 		for i := range 2 {
 			wg.Go(func() {
-				c := []store.Check{{Key: fmt.Sprintf("rl:v1:{m%dconc}:0", ci), Limit: conc, Cost: 1, Lease: fmt.Sprint("lease", i)}}
+				c := []store.Check{{Key: fmt.Sprintf("rl:v2:{m%dconc}:0", ci), Limit: conc, Cost: 1, Lease: fmt.Sprint("lease", i)}}
 				if decideAt(c, now)[0].Allowed {
 					held.Add(1)
 				}

@@ -26,7 +26,7 @@ var benchBucket = algo.Limit{Kind: algo.TokenBucket, Count: 30_000_000, Period: 
 const benchDistinctKeys = 1_000_000
 
 // benchHotKey is the one key of the hot-key runs (also in bench/valkey.sh).
-const benchHotKey = "rl:v1:{ip:192.0.2.7}:api"
+const benchHotKey = "rl:v2:{ip:192.0.2.7}:api"
 
 // BenchmarkValkeyDecide measures single-check token bucket decisions per
 // second (metric decisions/s) through Store.Decide — valkey-go, EVALSHA of
@@ -50,7 +50,7 @@ func BenchmarkValkeyDecide(b *testing.B) {
 	defer st.Close()
 	distinct := make([]string, benchDistinctKeys)
 	for i := range distinct {
-		distinct[i] = fmt.Sprintf("rl:v1:{ip:%012d}:api", i)
+		distinct[i] = fmt.Sprintf("rl:v2:{ip:%012d}:api", i)
 	}
 	for _, ks := range []struct {
 		name string
@@ -107,7 +107,7 @@ func benchValkeyCallers(b *testing.B, st *Store, keys []string, callers int) {
 
 // BenchmarkValkeyMemoryPerClient fills a fresh redis-server with 100k
 // clients' token bucket state (100 per hour, so nothing expires during the
-// run; keys shaped like the memory store's benchmark, rl:v1:{ip:10.x.y.z}:api)
+// run; keys shaped like the memory store's benchmark, rl:v2:{ip:10.x.y.z}:api)
 // and reports the server's INFO used_memory growth per client
 // (used-bytes/client, allocator overhead and the main dict included) and
 // MEMORY USAGE SAMPLES 0 of one client's key (key-bytes/client). The fill
@@ -144,12 +144,12 @@ func BenchmarkValkeyMemoryPerClient(b *testing.B) {
 		return 0
 	}
 	key := func(i int) string {
-		return fmt.Sprintf("rl:v1:{ip:10.%d.%d.%d}:api", i>>16&255, i>>8&255, i&255)
+		return fmt.Sprintf("rl:v2:{ip:10.%d.%d.%d}:api", i>>16&255, i>>8&255, i&255)
 	}
 	// Load the script first so its cache entry is not counted.
 	l := algo.Limit{Kind: algo.TokenBucket, Count: 100, Period: 3_600_000, Burst: 100}
-	decide1(b, st, "rl:v1:{ip:warmup}:api", l, 1, "", 0)
-	if err := c.Do(ctx, c.B().Del().Key("rl:v1:{ip:warmup}:api").Build()).Error(); err != nil {
+	decide1(b, st, "rl:v2:{ip:warmup}:api", l, 1, "", 0)
+	if err := c.Do(ctx, c.B().Del().Key("rl:v2:{ip:warmup}:api").Build()).Error(); err != nil {
 		b.Fatal(err)
 	}
 	before := usedMemory()

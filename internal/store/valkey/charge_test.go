@@ -118,7 +118,7 @@ func TestDifferentialCharge(t *testing.T) {
 			charges := 0
 			for c.steps < perKind {
 				l := limits[rng.IntN(len(limits))]
-				key := fmt.Sprintf("rl:v1:{ch%d}:%d:%d", rng.IntN(clients), kind, l.Count*1_000_000+l.Period)
+				key := fmt.Sprintf("rl:v2:{ch%d}:%d:%d", rng.IntN(clients), kind, l.Count*1_000_000+l.Period)
 				now += randomGap(rng, l) / clients
 				ck := store.Check{Key: key, Limit: l, Cost: 1}
 				if kind == algo.Concurrency {
@@ -152,7 +152,7 @@ func TestChargeSteps(t *testing.T) {
 	st, srv := newStore(t)
 	c := newChargeTrio(t, st, srv)
 	l := algo.Limit{Kind: algo.TokenBucket, Count: 1, Period: 1000, Burst: 100}
-	ck := store.Check{Key: "rl:v1:{steps}:tokens:tb", Limit: l, Cost: 1}
+	ck := store.Check{Key: "rl:v2:{steps}:tokens:tb", Limit: l, Cost: 1}
 	for i := range 3 {
 		if !c.decide([]store.Check{ck}, base) {
 			t.Fatalf("request %d refused", i+1)

@@ -33,7 +33,7 @@ var clusterLimits = []struct {
 func clusterChecks(i int) []store.Check {
 	cks := make([]store.Check, len(clusterLimits))
 	for j, p := range clusterLimits {
-		cks[j] = store.Check{Key: fmt.Sprintf("rl:v1:{%s:%d}:p%d", p.src, i, j), Limit: p.limit, Cost: 1}
+		cks[j] = store.Check{Key: fmt.Sprintf("rl:v2:{%s:%d}:p%d", p.src, i, j), Limit: p.limit, Cost: 1}
 	}
 	return cks
 }
@@ -136,7 +136,7 @@ func TestRefundUndoesCharge(t *testing.T) {
 			if l.Kind == algo.Concurrency && cost > 1 {
 				continue
 			}
-			key := fmt.Sprintf("rl:v1:{refund}:%d:%d", i, cost)
+			key := fmt.Sprintf("rl:v2:{refund}:%d:%d", i, cost)
 			m := model{}
 			lease := func(n int) string {
 				if l.Kind == algo.Concurrency {
@@ -184,8 +184,8 @@ func TestSplitDecisionRace(t *testing.T) {
 	big := algo.Limit{Kind: algo.FixedWindow, Count: 1000, Period: 3_600_000}
 	small := algo.Limit{Kind: algo.FixedWindow, Count: 20, Period: 3_600_000}
 	cks := []store.Check{
-		{Key: "rl:v1:{ip:10.0.0.1}:big", Limit: big, Cost: 1},
-		{Key: "rl:v1:{h:abc}:small", Limit: small, Cost: 1},
+		{Key: "rl:v2:{ip:10.0.0.1}:big", Limit: big, Cost: 1},
+		{Key: "rl:v2:{h:abc}:small", Limit: small, Cost: 1},
 	}
 	if len(slotGroups(cks)) != 2 {
 		t.Fatal("test keys share a slot")
@@ -231,7 +231,7 @@ func TestSlot(t *testing.T) {
 		t.Fatalf("Slot(123456789) = %d, want %d", got, 0x31C3&16383)
 	}
 	srv := redisserver.Start(t, "--cluster-enabled", "yes")
-	for _, k := range []string{"foo", "rl:v1:{ip:192.0.2.7}:api", "a{}b", "{}{x}", "x{y}z{w}", "{user1000}.following"} {
+	for _, k := range []string{"foo", "rl:v2:{ip:192.0.2.7}:api", "a{}b", "{}{x}", "x{y}z{w}", "{user1000}.following"} {
 		want, err := srv.Do(t, "CLUSTER", "KEYSLOT", k).AsInt64()
 		if err != nil {
 			t.Fatal(err)

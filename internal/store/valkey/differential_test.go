@@ -104,7 +104,7 @@ func TestDifferentialReference(t *testing.T) {
 	r := &diffRunner{t: t, st: st, m: model{}}
 	for _, p := range algo.ReferencePatterns() {
 		for a, l := range algo.ReferenceLimits() {
-			key := fmt.Sprintf("rl:v1:{diffref}:%s:%d", p.Name, a)
+			key := fmt.Sprintf("rl:v2:{diffref}:%s:%d", p.Name, a)
 			for _, now := range p.Times {
 				r.decide([]store.Check{{Key: key, Limit: l, Cost: 1}}, now)
 			}
@@ -205,7 +205,7 @@ func TestDifferentialRandom(t *testing.T) {
 			for r.steps < perKind {
 				l := limits[rng.IntN(len(limits))]
 				client := rng.IntN(clients)
-				key := fmt.Sprintf("rl:v1:{c%d}:%d:%d", client, kind, l.Count*1_000_000+l.Period)
+				key := fmt.Sprintf("rl:v2:{c%d}:%d:%d", client, kind, l.Count*1_000_000+l.Period)
 				now += randomGap(rng, l) / clients
 				c := store.Check{Key: key, Limit: l, Cost: randomCost(rng, l)}
 				if kind == algo.Concurrency {
@@ -234,7 +234,7 @@ func TestDifferentialRandom(t *testing.T) {
 				limits := diffLimits[kind]
 				l := limits[rng.IntN(len(limits))]
 				checks = append(checks, store.Check{
-					Key:   fmt.Sprintf("rl:v1:{m%d}:%d:%d", client, kind, l.Count*1_000_000+l.Period),
+					Key:   fmt.Sprintf("rl:v2:{m%d}:%d:%d", client, kind, l.Count*1_000_000+l.Period),
 					Limit: l, Cost: randomCost(rng, l), Lease: fmt.Sprint("req-", rng.IntN(6)),
 				})
 			}

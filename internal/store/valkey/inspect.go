@@ -6,10 +6,12 @@ import (
 	"strings"
 
 	valkeygo "github.com/valkey-io/valkey-go"
+
+	"rlproxy/internal/store"
 )
 
 // ClientKeys returns every key of one client id (e.g. "ip:192.0.2.7"):
-// the keys "<KeyPrefix>v1:{<client>}:*" (docs/DESIGN.md "Key format"),
+// the keys "<KeyPrefix>v2:{<client>}:*" (store.KeyVersion) (docs/DESIGN.md "Key format"),
 // scanned on every node (SCAN, not KEYS, so a large server is not
 // blocked). For tests and the compare subcommand, not the request path.
 // Errors: connecting, a failed SCAN.
@@ -18,7 +20,7 @@ func (s *Store) ClientKeys(ctx context.Context, client string) ([]string, error)
 	if err != nil {
 		return nil, err
 	}
-	pattern := globEscape(s.prefix+"v1:{"+client+"}:") + "*"
+	pattern := globEscape(s.prefix+store.KeyVersion+"{"+client+"}:") + "*"
 	var keys []string
 	for addr, node := range c.Nodes() {
 		var cursor uint64

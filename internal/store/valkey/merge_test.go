@@ -122,7 +122,7 @@ func TestMergeRandom(t *testing.T) {
 		mk := func(set string) []store.Check {
 			cks := make([]store.Check, k)
 			for i, p := range perm {
-				cks[i] = store.Check{Key: fmt.Sprintf("rl:v1:{r%d%s}:%d", it, set, i), Limit: mergeLimits[p]}
+				cks[i] = store.Check{Key: fmt.Sprintf("rl:v2:{r%d%s}:%d", it, set, i), Limit: mergeLimits[p]}
 			}
 			return cks
 		}
@@ -239,9 +239,9 @@ func TestMergeMaxMerge(t *testing.T) {
 	st, srv := newStore(t)
 	h := newMergeHold(t, st)
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 1000, Period: 3_600_000}
-	cks := []store.Check{{Key: "rl:v1:{max}:fw", Limit: l, Cost: 1}}
+	cks := []store.Check{{Key: "rl:v2:{max}:fw", Limit: l, Cost: 1}}
 	const n = 300
-	decide1(t, st, "rl:v1:{warm}:fw", l, 1, "", base)
+	decide1(t, st, "rl:v2:{warm}:fw", l, 1, "", base)
 	h.set(n)
 	before := evalshaCalls(t, srv)
 	got := make([]int64, 0, n)
@@ -279,7 +279,7 @@ func TestMergeNoScript(t *testing.T) {
 	st, srv := newStore(t)
 	h := newMergeHold(t, st)
 	l := algo.Limit{Kind: algo.TokenBucket, Count: 1, Period: 3_600_000, Burst: 100}
-	decide1(t, st, "rl:v1:{warm}:tb", l, 1, "", base)
+	decide1(t, st, "rl:v2:{warm}:tb", l, 1, "", base)
 	if err := srv.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestMergeNoScript(t *testing.T) {
 		for range s {
 			wg.Go(func() {
 				out := make([]algo.Decision, 1)
-				cks := []store.Check{{Key: fmt.Sprintf("rl:v1:{ns%d}:tb", k), Limit: l, Cost: 1}}
+				cks := []store.Check{{Key: fmt.Sprintf("rl:v2:{ns%d}:tb", k), Limit: l, Cost: 1}}
 				if _, err := st.Decide(context.Background(), cks, base, out); err != nil {
 					t.Error(err)
 					return
@@ -317,7 +317,7 @@ func TestMergeNoScript(t *testing.T) {
 				break
 			}
 		}
-		if d := decide1(t, st, fmt.Sprintf("rl:v1:{ns%d}:tb", k), l, 0, "", base); d.Remaining != int64(100-s) {
+		if d := decide1(t, st, fmt.Sprintf("rl:v2:{ns%d}:tb", k), l, 0, "", base); d.Remaining != int64(100-s) {
 			t.Errorf("key %d: charged %d times, want %d", k, 100-d.Remaining, s)
 		}
 	}
@@ -354,14 +354,14 @@ func TestMergeInterleaved(t *testing.T) {
 	costs := []int64{1, 2, 1, 1, 2}
 	var want []string
 	for _, c := range costs {
-		want = append(want, fmt.Sprint(decide1(t, st, "rl:v1:{ilv-s}:fw", l, c, "", base)))
+		want = append(want, fmt.Sprint(decide1(t, st, "rl:v2:{ilv-s}:fw", l, c, "", base)))
 	}
 	got := make([]string, len(costs))
 	var fns []func()
 	for i, c := range costs {
 		fns = append(fns, func() {
 			out := make([]algo.Decision, 1)
-			if _, err := st.Decide(context.Background(), []store.Check{{Key: "rl:v1:{ilv-m}:fw", Limit: l, Cost: c}}, base, out); err != nil {
+			if _, err := st.Decide(context.Background(), []store.Check{{Key: "rl:v2:{ilv-m}:fw", Limit: l, Cost: c}}, base, out); err != nil {
 				t.Error(err)
 			}
 			got[i] = fmt.Sprint(out[0])
@@ -384,8 +384,8 @@ func TestMergeHeadCancelled(t *testing.T) {
 	st, srv := newStore(t)
 	h := newMergeHold(t, st)
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 3_600_000}
-	cks := []store.Check{{Key: "rl:v1:{hc}:fw", Limit: l, Cost: 1}}
-	decide1(t, st, "rl:v1:{warm}:fw", l, 1, "", base)
+	cks := []store.Check{{Key: "rl:v2:{hc}:fw", Limit: l, Cost: 1}}
+	decide1(t, st, "rl:v2:{warm}:fw", l, 1, "", base)
 	const n = 6
 	lctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
@@ -436,7 +436,7 @@ func TestMergeHeadCancelled(t *testing.T) {
 	if fmt.Sprint(rem) != "[5 6 7 8 9]" {
 		t.Errorf("remaining %v, want [5 6 7 8 9]", rem)
 	}
-	if d := decide1(t, st, "rl:v1:{hc}:fw", l, 0, "", base); d.Remaining != 5 {
+	if d := decide1(t, st, "rl:v2:{hc}:fw", l, 0, "", base); d.Remaining != 5 {
 		t.Errorf("charged %d times, want 5", 10-d.Remaining)
 	}
 }
@@ -453,8 +453,8 @@ func TestMergeCluster(t *testing.T) {
 	fw := algo.Limit{Kind: algo.FixedWindow, Count: 50, Period: 3_600_000}
 	checks := func(k int) []store.Check {
 		return []store.Check{
-			{Key: fmt.Sprintf("rl:v1:{cl%d}:tb", k), Limit: l, Cost: 1},
-			{Key: fmt.Sprintf("rl:v1:{cl%d}:fw", k), Limit: fw, Cost: 1},
+			{Key: fmt.Sprintf("rl:v2:{cl%d}:tb", k), Limit: l, Cost: 1},
+			{Key: fmt.Sprintf("rl:v2:{cl%d}:fw", k), Limit: fw, Cost: 1},
 		}
 	}
 	out := make([]algo.Decision, 2)
@@ -518,8 +518,8 @@ func TestMergeReadsOnce(t *testing.T) {
 	st, srv := newStore(t)
 	h := newMergeHold(t, st)
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 1, Period: 3_600_000}
-	cks := []store.Check{{Key: "rl:v1:{ro}:fw", Limit: l, Cost: 1}}
-	decide1(t, st, "rl:v1:{ro}:fw", l, 1, "", base) // now over the limit
+	cks := []store.Check{{Key: "rl:v2:{ro}:fw", Limit: l, Cost: 1}}
+	decide1(t, st, "rl:v2:{ro}:fw", l, 1, "", base) // now over the limit
 	const n = 20
 	h.set(n)
 	before, runs := cmdCalls(t, srv, "get"), evalshaCalls(t, srv)
@@ -550,16 +550,16 @@ func TestDecideSharedKey(t *testing.T) {
 	st, srv := newStore(t)
 	sl := algo.Limit{Kind: algo.SlidingLog, Count: 10, Period: 60_000}
 	fw := algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 60_000}
-	cks := []store.Check{{Key: "rl:v1:{sh}:x", Limit: fw, Cost: 1}, {Key: "rl:v1:{sh}:x", Limit: sl, Cost: 1}}
+	cks := []store.Check{{Key: "rl:v2:{sh}:x", Limit: fw, Cost: 1}, {Key: "rl:v2:{sh}:x", Limit: sl, Cost: 1}}
 	before := evalshaCalls(t, srv)
 	out := make([]algo.Decision, 2)
-	if _, err := st.Decide(context.Background(), cks, base, out); err == nil || !strings.Contains(err.Error(), `share key "rl:v1:{sh}:x"`) {
+	if _, err := st.Decide(context.Background(), cks, base, out); err == nil || !strings.Contains(err.Error(), `share key "rl:v2:{sh}:x"`) {
 		t.Errorf("Decide: %v, want an error naming the shared key", err)
 	}
 	if runs := evalshaCalls(t, srv) - before; runs != 0 {
 		t.Errorf("%d script runs, want none", runs)
 	}
-	if v, p := keyState(t, srv.Client(t), "rl:v1:{sh}:x"); v != "none" {
+	if v, p := keyState(t, srv.Client(t), "rl:v2:{sh}:x"); v != "none" {
 		t.Errorf("key holds %s (pttl %d), want none", v, p)
 	}
 }

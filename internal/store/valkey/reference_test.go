@@ -27,7 +27,7 @@ func TestReferenceExperiment(t *testing.T) {
 	for _, p := range algo.ReferencePatterns() {
 		w := want[p.Name]
 		for a, l := range algo.ReferenceLimits() {
-			key := fmt.Sprintf("rl:v1:{ref}:%s:%d", p.Name, a)
+			key := fmt.Sprintf("rl:v2:{ref}:%s:%d", p.Name, a)
 			var served []int64
 			var longest int64
 			for _, now := range p.Times {

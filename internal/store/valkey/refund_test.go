@@ -92,7 +92,7 @@ func TestDifferentialRefund(t *testing.T) {
 			for steps < perKind {
 				l := limits[rng.IntN(len(limits))]
 				client := rng.IntN(clients)
-				key := fmt.Sprintf("rl:v1:{r%d}:%d:%d", client, kind, l.Count*1_000_000+l.Period)
+				key := fmt.Sprintf("rl:v2:{r%d}:%d:%d", client, kind, l.Count*1_000_000+l.Period)
 				now += randomGap(rng, l) / clients
 				c := store.Check{Key: key, Limit: l, Cost: randomCost(rng, l)}
 				if kind == algo.Concurrency {
@@ -125,8 +125,8 @@ func TestRefundSteps(t *testing.T) {
 	st, _ := newStore(t)
 	leaky := algo.Limit{Kind: algo.LeakyBucket, Count: 10, Period: 1000, Burst: 20}
 	fixed := algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 10_000}
-	lk := "rl:v1:{steps}:lb"
-	fk := "rl:v1:{steps}:fw"
+	lk := "rl:v2:{steps}:lb"
+	fk := "rl:v2:{steps}:fw"
 	// Ten requests at one instant on both policies, then six refunded: the
 	// bucket keeps 4 requests' water (excess 3000 units), the window 4.
 	both := []store.Check{{Key: lk, Limit: leaky, Cost: 1}, {Key: fk, Limit: fixed, Cost: 1}}

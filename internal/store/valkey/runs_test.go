@@ -96,7 +96,7 @@ func TestRoundTripsReported(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 5, Period: 3_600_000}
-	decide1(t, st, "rl:v1:{warm}:fw", l, 1, "", base) // one round trip, alone
+	decide1(t, st, "rl:v2:{warm}:fw", l, 1, "", base) // one round trip, alone
 	srv.Client(t)                                     // connect before the server sleeps
 	const callers = 8
 	round := func(name string, sleep bool) []error {
@@ -115,7 +115,7 @@ func TestRoundTripsReported(t *testing.T) {
 		for g := range callers {
 			wg.Go(func() {
 				out := make([]algo.Decision, 1)
-				_, err := st.Decide(context.Background(), []store.Check{{Key: fmt.Sprintf("rl:v1:{%s%d}:fw", name, g), Limit: l, Cost: 1}}, base, out)
+				_, err := st.Decide(context.Background(), []store.Check{{Key: fmt.Sprintf("rl:v2:{%s%d}:fw", name, g), Limit: l, Cost: 1}}, base, out)
 				if sleep != errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("%s caller %d: %v", name, g, err)
 				}

@@ -119,11 +119,11 @@ func TestSteps(t *testing.T) {
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			runSteps(t, st, "rl:v1:{steps}:"+string(rune('a'+i)), tc.limit, tc.steps)
+			runSteps(t, st, "rl:v2:{steps}:"+string(rune('a'+i)), tc.limit, tc.steps)
 		})
 	}
 	t.Run("sliding log members", func(t *testing.T) {
-		got, err := srv.Do(t, "ZRANGE", "rl:v1:{steps}:b", "0", "-1").AsStrSlice()
+		got, err := srv.Do(t, "ZRANGE", "rl:v2:{steps}:b", "0", "-1").AsStrSlice()
 		if err != nil {
 			t.Fatal(err)
 		}

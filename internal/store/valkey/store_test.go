@@ -31,11 +31,11 @@ func TestMultiCheckAtomic(t *testing.T) {
 	ctx := context.Background()
 	for _, l := range everyKind {
 		t.Run(fmt.Sprint(l.Kind), func(t *testing.T) {
-			first := fmt.Sprintf("rl:v1:{atomic}:%d:first", l.Kind)
+			first := fmt.Sprintf("rl:v2:{atomic}:%d:first", l.Kind)
 			tight := algo.Limit{Kind: algo.FixedWindow, Count: 1, Period: 3_600_000}
 			checks := []store.Check{
 				{Key: first, Limit: l, Cost: 1, Lease: "L1"},
-				{Key: fmt.Sprintf("rl:v1:{atomic}:%d:tight", l.Kind), Limit: tight, Cost: 1},
+				{Key: fmt.Sprintf("rl:v2:{atomic}:%d:tight", l.Kind), Limit: tight, Cost: 1},
 			}
 			out := make([]algo.Decision, 2)
 			if _, err := st.Decide(ctx, checks, base, out); err != nil {
@@ -70,7 +70,7 @@ func TestRace(t *testing.T) {
 	for _, n := range []int{50, 500} {
 		for _, l := range everyKind {
 			t.Run(fmt.Sprintf("%d/%d", n, l.Kind), func(t *testing.T) {
-				key := fmt.Sprintf("rl:v1:{race}:%d:%d", n, l.Kind)
+				key := fmt.Sprintf("rl:v2:{race}:%d:%d", n, l.Kind)
 				var ok atomic.Int64
 				var wg sync.WaitGroup
 				start := make(chan struct{})
@@ -105,7 +105,7 @@ func TestEveryKeyExpires(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UnixMilli() // real time: PTTL counts down on the server
 	for _, l := range everyKind {
-		key := fmt.Sprintf("rl:v1:{ttl}:%d", l.Kind)
+		key := fmt.Sprintf("rl:v2:{ttl}:%d", l.Kind)
 		out := make([]algo.Decision, 1)
 		if _, err := st.Decide(ctx, []store.Check{{Key: key, Limit: l, Cost: 1, Lease: "x"}}, now, out); err != nil {
 			t.Fatal(err)
@@ -137,7 +137,7 @@ func TestScriptFlush(t *testing.T) {
 		wg.Go(func() {
 			out := make([]algo.Decision, 1)
 			for i := range 50 {
-				c := []store.Check{{Key: "rl:v1:{flush}:fw", Limit: l, Cost: 1}}
+				c := []store.Check{{Key: "rl:v2:{flush}:fw", Limit: l, Cost: 1}}
 				if _, err := st.Decide(context.Background(), c, base, out); err != nil {
 					t.Errorf("goroutine %d request %d: %v", g, i, err)
 					return
@@ -158,7 +158,7 @@ func TestScriptFlush(t *testing.T) {
 	if ok.Load() != 400 {
 		t.Errorf("admitted %d, want 400", ok.Load())
 	}
-	if d := decide1(t, st, "rl:v1:{flush}:fw", l, 0, "", base); d.Remaining != 600 {
+	if d := decide1(t, st, "rl:v2:{flush}:fw", l, 0, "", base); d.Remaining != 600 {
 		t.Errorf("remaining %d after 400 requests, want 600", d.Remaining)
 	}
 }
@@ -181,7 +181,7 @@ func TestMemoryPerClient(t *testing.T) {
 	start := (time.Now().UnixMilli()/3_600_000 + 1) * 3_600_000
 	for _, l := range limits {
 		srv.Do(t, "FLUSHALL")
-		key := "rl:v1:{c42}:" + fmt.Sprint(l.Kind)
+		key := "rl:v2:{c42}:" + fmt.Sprint(l.Kind)
 		for i := range int64(1000) {
 			if d := decide1(t, st, key, l, 1, "", start+3600*i); !d.Allowed {
 				t.Fatalf("kind %d: request %d refused", l.Kind, i)
@@ -213,7 +213,7 @@ func TestServerDown(t *testing.T) {
 	}
 	defer st.Close()
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 5, Period: 3_600_000}
-	c := []store.Check{{Key: "rl:v1:{down}:fw", Limit: l, Cost: 1}}
+	c := []store.Check{{Key: "rl:v2:{down}:fw", Limit: l, Cost: 1}}
 	out := make([]algo.Decision, 1)
 	if _, err := st.Decide(context.Background(), c, base, out); err == nil {
 		t.Fatalf("Decide with the server down: no error")
@@ -254,7 +254,7 @@ func TestTimeout(t *testing.T) {
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 5, Period: 3_600_000}
 	out := make([]algo.Decision, 1)
 	begin := time.Now()
-	_, err := st.Decide(context.Background(), []store.Check{{Key: "rl:v1:{slow}:fw", Limit: l, Cost: 1}}, base, out)
+	_, err := st.Decide(context.Background(), []store.Check{{Key: "rl:v2:{slow}:fw", Limit: l, Cost: 1}}, base, out)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Decide against a sleeping server: %v, want a deadline error", err)
 	}
@@ -274,10 +274,10 @@ func TestSentinel(t *testing.T) {
 	}
 	defer st.Close()
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 5, Period: 3_600_000}
-	if d := decide1(t, st, "rl:v1:{sentinel}:fw", l, 1, "", base); !d.Allowed || d.Remaining != 4 {
+	if d := decide1(t, st, "rl:v2:{sentinel}:fw", l, 1, "", base); !d.Allowed || d.Remaining != 4 {
 		t.Fatalf("decision via Sentinel: %+v, want allowed, remaining 4", d)
 	}
-	if n, err := master.Do(t, "EXISTS", "rl:v1:{sentinel}:fw").AsInt64(); err != nil || n != 1 {
+	if n, err := master.Do(t, "EXISTS", "rl:v2:{sentinel}:fw").AsInt64(); err != nil || n != 1 {
 		t.Fatalf("key on the master: EXISTS = %d, %v; want 1", n, err)
 	}
 }

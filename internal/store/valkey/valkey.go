@@ -157,6 +157,7 @@ func scriptSource() (string, error) {
 		"concurrency.lua",
 		"refund.lua",
 		"charge.lua",
+		"calendar.lua",
 		"dispatch.lua",
 	} {
 		b, err := luaFiles.ReadFile("lua/" + name)

@@ -27,7 +27,7 @@ func TestClusterHashTag(t *testing.T) {
 		}
 	}
 
-	const api, hourly = "rl:v1:{ip:192.0.2.7}:api", "rl:v1:{ip:192.0.2.7}:hourly"
+	const api, hourly = "rl:v2:{ip:192.0.2.7}:api", "rl:v2:{ip:192.0.2.7}:hourly"
 	slot, err := n.Do(t, "CLUSTER", "KEYSLOT", "ip:192.0.2.7").AsInt64()
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestClusterHashTag(t *testing.T) {
 		}
 	}
 	// Keys of two clients (two slots) in one script: CROSSSLOT.
-	err = owner.node.Do(t, "EVAL", "return 1", "2", api, "rl:v1:{ip:192.0.2.8}:api").Error()
+	err = owner.node.Do(t, "EVAL", "return 1", "2", api, "rl:v2:{ip:192.0.2.8}:api").Error()
 	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Fatalf("EVAL over two slots: %v, want CROSSSLOT", err)
 	}

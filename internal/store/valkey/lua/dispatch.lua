@@ -6,8 +6,10 @@
 -- (unconditionally, charge.lua; reply {now}); ARGV[3] = n, the number of
 -- identical requests to decide one after another at now (1 to 1000; 1 in
 -- modes 2 and 3); then 8 per check: kind, Count, Period, Burst,
--- Delay, NoDelay (0/1), cost, lease id. Reply: {now, then per request, per
--- check allowed, remaining, retryAfter, wait, resetAfter}.
+-- Delay, NoDelay (0/1), cost, lease id (kinds 7 and 8 carry calendar
+-- boundaries in Period to NoDelay and the lease slot, calendar.lua).
+-- Reply: {now, then per request, per check allowed, remaining,
+-- retryAfter, wait, resetAfter}.
 local nargs = 8
 if #ARGV ~= 3 + nargs * #KEYS then
   return redis.error_reply('ERR rlproxy: ' .. #ARGV .. ' args for ' .. #KEYS .. ' keys, want 3+8 per key')
@@ -25,12 +27,13 @@ end
 
 if mode == '2' then
   local U = { refund_fixed_window, refund_sliding_log, refund_sliding_window,
-    refund_token_bucket, refund_leaky_bucket, refund_concurrency }
+    refund_token_bucket, refund_leaky_bucket, refund_concurrency, refund_fixed_calendar,
+    refund_sliding_calendar }
   for i = 1, #KEYS do
     local b = 3 + (i - 1) * nargs
     local f, cost = U[tonumber(ARGV[b + 1])], tonumber(ARGV[b + 7])
     if f and cost > 0 then
-      f(KEYS[i], now, tonumber(ARGV[b + 3]), cost, ARGV[b + 8], tonumber(ARGV[b + 4]))
+      f(KEYS[i], now, tonumber(ARGV[b + 3]), cost, ARGV[b + 8], tonumber(ARGV[b + 4]), b)
     end
   end
   return { now }
@@ -38,7 +41,7 @@ end
 
 if mode == '3' then
   local F = { charge_fixed_window, charge_sliding_log, charge_sliding_window,
-    charge_token_bucket, charge_leaky_bucket }
+    charge_token_bucket, charge_leaky_bucket, nil, charge_fixed_calendar, charge_sliding_calendar }
   for i = 1, #KEYS do
     local b = 3 + (i - 1) * nargs
     local kind, cost = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 7])
@@ -51,14 +54,15 @@ if mode == '3' then
       elseif kind == 5 then
         quota = burst + 1
       end
-      f(KEYS[i], now, count, tonumber(ARGV[b + 3]), burst, math.min(cost, quota))
+      f(KEYS[i], now, count, tonumber(ARGV[b + 3]), burst, math.min(cost, quota), b)
     end
   end
   return { now }
 end
 
--- The algorithms by kind number (algo.Kind).
-local A = { fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, concurrency }
+-- The algorithms by kind number (algo.Kind; 7 and 8: calendar.lua).
+local A = { fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, concurrency,
+  fixed_calendar, sliding_calendar }
 for i = 1, #KEYS do
   local kind = ARGV[4 + (i - 1) * nargs]
   if not A[tonumber(kind)] then
@@ -93,11 +97,17 @@ local function decideWith(key, charge, peek, kind, count, period, burst, delay, 
 end
 
 -- check returns check i's values: kind, Count, Period, Burst, Delay,
--- NoDelay (boolean), cost, lease id.
+-- NoDelay (boolean; a number for the calendar kinds), cost, lease id.
 local function check(i)
   local b = 3 + (i - 1) * nargs
-  return tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]),
-    tonumber(ARGV[b + 5]), ARGV[b + 6] == '1', tonumber(ARGV[b + 7]), ARGV[b + 8]
+  local kind, nodelay = tonumber(ARGV[b + 1]), ARGV[b + 6]
+  if kind < 7 then
+    nodelay = nodelay == '1'
+  else
+    nodelay = tonumber(nodelay)
+  end
+  return kind, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]),
+    tonumber(ARGV[b + 5]), nodelay, tonumber(ARGV[b + 7]), ARGV[b + 8]
 end
 
 -- decide is decideWith for check i.

@@ -26,6 +26,37 @@ local function fdiv(a, b)
   return q
 end
 
+-- muldiv is floor(a*b/d) and whether a*b is not a multiple of d, for
+-- integers a, b >= 0, d > 0 with a <= d or b <= d (algo's mulDiv): exact
+-- where a*b itself passes 2^53 (a count of 10^12 times a window in ms).
+-- Then a*b = qa*d*b + ra*b with ra = a mod d, and ra*b is built by Horner's
+-- rule over 8-bit chunks of b, reduced mod d at each step: every
+-- intermediate stays below 512*d < 2^53 (d < 2^41: a window in ms, or a
+-- count below 2*10^12).
+local function muldiv(a, b, d)
+  local p = a * b
+  if p < 9007199254740992 then -- 2^53: the double product is exact
+    local q = fdiv(p, d)
+    return q, p ~= q * d
+  end
+  local qa = fdiv(a, d)
+  local ra = a - qa * d
+  local s, rest = 1, b
+  while s * 256 <= b do
+    s = s * 256
+  end
+  local qq, rr = 0, 0 -- ra*(the chunks of b so far) = qq*d + rr
+  while s >= 1 do
+    local c = fdiv(rest, s)
+    rest = rest - c * s
+    local t = rr * 256 + ra * c
+    local tq = fdiv(t, d)
+    qq, rr = qq * 256 + tq, t - tq * d
+    s = s / 256
+  end
+  return qa * b + qq, rr ~= 0
+end
+
 -- cdiv is ceil(a/b) = floor((a+b-1)/b) (DESIGN.md), for a >= 0, b > 0.
 local function cdiv(a, b)
   return fdiv(a + b - 1, b)

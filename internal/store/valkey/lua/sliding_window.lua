@@ -1,5 +1,42 @@
 -- Sliding window counter (algo.SlidingWindow = 3, Cloudflare 2017). State
--- {w, curr, prev} as 3 doubles. The estimate is prev*(W-el)/W + curr.
+-- {w, curr, prev} as 3 doubles: the window number (floor(now/W),
+-- epoch-aligned), this window's count and the previous window's.
+
+-- sliding_count decides at el ms into a window of W ms followed by one of
+-- Wn ms (they differ for calendar periods), with curr counted in this
+-- window and prev in the one before (algo's slidingCount): accepted iff
+-- floor(prev*(W-el)/W) + curr + cost - 1 < count, exact through muldiv
+-- (count*W is never formed). Returns allowed (1/0), remaining, retryAfter.
+local function sliding_count(curr, prev, el, W, Wn, count, cost)
+  local floor, frac = muldiv(prev, W - el, W)
+  local ceil = floor
+  if frac then
+    ceil = floor + 1
+  end
+  if floor + curr + cost - 1 < count then
+    return 1, math.max(count - curr - cost - ceil, 0), 0
+  end
+  -- First instant the same cost fits: later in this window while prev
+  -- decays (refused, so prev >= k), else in the next one (prev' = curr,
+  -- curr' = 0), else after it.
+  local k = count - curr - cost + 1
+  if k > 0 then
+    local e1 = muldiv(prev - k, W, prev) + 1
+    if e1 < W then
+      return 0, math.max(count - curr - ceil, 0), e1 - el
+    end
+  end
+  local k2 = count - cost + 1
+  local e2 = 0
+  if curr >= k2 then
+    e2 = muldiv(curr - k2, Wn, curr) + 1
+  end
+  if e2 > Wn then
+    e2 = Wn
+  end
+  return 0, math.max(count - curr - ceil, 0), W - el + e2
+end
+
 local function sliding_window(key, now, charge, count, W, _, _, _, cost)
   local cw = fdiv(now, W)
   local el = now - cw * W
@@ -10,45 +47,11 @@ local function sliding_window(key, now, charge, count, W, _, _, _, cost)
   elseif sw == cw - 1 then
     prev = sc
   end
-  local reset = (cw + 1) * W - now
-  local weighted = prev * (W - el)
-  local allowed = weighted + (curr + cost - 1) * W < count * W
-  local level = curr
-  if allowed then
-    level = curr + cost
+  local allowed, remaining, retry = sliding_count(curr, prev, el, W, W, count, cost)
+  if allowed == 1 and charge and cost > 0 then
+    -- Keep the key while this window's count still weighs as prev in the
+    -- next one: until the end of window cw+1.
+    save(key, 2 * W - el, 3, cw, curr + cost, prev)
   end
-  local remaining = math.max(fdiv(count * W - weighted - level * W, W), 0)
-  if allowed then
-    if charge and cost > 0 then
-      -- Keep the key while this window's count still weighs as prev in the
-      -- next one: until the end of window cw+1.
-      save(key, 2 * W - el, 3, cw, level, prev)
-    end
-    return 1, remaining, 0, 0, reset
-  end
-  -- First instant the same cost fits: later in this window while prev
-  -- decays, else in the next one (prev' = curr, curr' = 0), else after it.
-  local retry
-  local dm = (count - curr - cost + 1) * W
-  if dm > 0 then
-    local e1 = fdiv(prev * W - dm, prev) + 1
-    if e1 < W then
-      retry = e1 - el
-    end
-  end
-  if not retry then
-    local d2 = (count - cost + 1) * W
-    local e2 = W
-    if curr * W < d2 then
-      e2 = 0
-    elseif curr > 0 then
-      e2 = fdiv(curr * W - d2, curr) + 1
-    end
-    if e2 < W then
-      retry = W - el + e2
-    else
-      retry = 2 * W - el
-    end
-  end
-  return 0, remaining, retry, 0, reset
+  return allowed, remaining, retry, 0, W - el
 end
