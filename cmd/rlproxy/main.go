@@ -2,7 +2,7 @@
 //
 //	rlproxy -config FILE            serve (default config: configs/rlproxy.yaml)
 //	rlproxy validate -config FILE   check a file; exit 0, or FILE:LINE: messages and exit 1
-//	rlproxy compare [flags]         replay the brief's reference experiment
+//	rlproxy compare [flags]         replay docs/PRODUCT.md's reference experiment
 //	rlproxy health -url URL         probe an admin endpoint (container healthchecks)
 //	rlproxy version                 print the version
 package main
