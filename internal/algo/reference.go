@@ -1,7 +1,7 @@
 package algo
 
-// docs/PRODUCT.md's reference experiment ("Reference experiment (must be
-// reproduced exactly)"), shared by the algo tests and `rlproxy compare`.
+// docs/PRODUCT.md's reference experiment ("The reference experiment",
+// reproduced exactly), shared by the algo tests and `rlproxy compare`.
 
 // ReferenceBase is the experiment's base time B in Unix ms: round, so window
 // edges fall on round numbers.
