@@ -503,7 +503,7 @@ func TestBinaryRunsComposeConfig(t *testing.T) {
 // serveComposeConfig runs bin on the compose config with its addresses
 // moved to loopback: valkey:6379 → a real redis-server, whoami → a local
 // upstream, :8080/:9090 → free ports (and the store timeout raised). The
-// compose health check passes, the brief's API limit holds, SIGHUP
+// compose health check passes, docs/PRODUCT.md's API limit holds, SIGHUP
 // reloads, SIGTERM exits 0.
 func serveComposeConfig(t *testing.T, bin string, health []string) {
 	rs := redisserver.Start(t)
@@ -572,7 +572,7 @@ func serveComposeConfig(t *testing.T, bin string, health []string) {
 		resp.Body.Close()
 		return resp
 	}
-	// The brief's API on the shared store: 5 pass, the 6th is refused.
+	// docs/PRODUCT.md's API on the shared store: 5 pass, the 6th is refused.
 	var codes []int
 	for range 6 {
 		codes = append(codes, get("/api/x").StatusCode)

@@ -3,7 +3,7 @@
 //	rlproxy -config FILE            serve (default config: configs/rlproxy.yaml)
 //	rlproxy validate -config FILE   check a file; exit 0, or FILE:LINE: messages and exit 1
 //	rlproxy schema                  print the config file's JSON Schema
-//	rlproxy compare [flags]         replay the brief's reference experiment
+//	rlproxy compare [flags]         replay docs/PRODUCT.md's reference experiment
 //	rlproxy health -url URL         probe an admin endpoint (container healthchecks)
 //	rlproxy version                 print the version
 package main

@@ -28,7 +28,7 @@ func cmdHealth(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// cmdCompare runs the brief's reference experiment (CONFIG-SPEC `rlproxy compare`).
+// cmdCompare runs docs/PRODUCT.md's reference experiment (docs/CONTRACT.md `rlproxy compare`).
 func cmdCompare(args []string, stdout, stderr io.Writer) int {
 	return compare.Main(args, stdout, stderr)
 }

@@ -1,11 +1,11 @@
 // Package admin serves rlproxy's operational endpoints on their own listener
-// (CONFIG-SPEC admin_listen, never the public port): /metrics, /healthz,
+// (docs/CONTRACT.md admin_listen, never the public port): /metrics, /healthz,
 // /readyz, the admin page (page.go: GET /, /api/stats, /static/) and, when
 // enabled, /debug/pprof/.
 //
 // /healthz means "the process serves HTTP" (a liveness probe). /readyz means
 // "a config is loaded" (a readiness probe); store health is deliberately a
-// metric (rlproxy_store_up), not readiness (CONFIG-SPEC "Metrics contract"):
+// metric (rlproxy_store_up), not readiness (docs/CONTRACT.md "Metrics"):
 // a store outage is handled by each policy's on_store_error, and pulling
 // every instance out of the load balancer at once would turn it into a
 // total outage.

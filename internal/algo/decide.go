@@ -140,7 +140,7 @@ func (l *Limit) leaky(d *Decision, s *State, now, c int64) {
 // tokenLevel is the token bucket's tokens T' at now in units (B·Period is
 // full and idle; below 0 while a debt left by ForceCharge is repaid). The state keeps the deficit D = tokens taken and not yet
 // refilled, not the tokens, so a reload that raises the burst admits at
-// once and one that lowers it may refuse at once (CONFIG-SPEC "Reload"),
+// once and one that lowers it may refuse at once (docs/CONTRACT.md "Reload"),
 // as nginx's stored excess does; a deficit beyond the capacity empties the
 // bucket.
 func (l *Limit) tokenLevel(s *State, now int64) int64 {

@@ -49,7 +49,7 @@ func no(remaining, retry, reset int64) Decision {
 
 const B = ReferenceBase
 
-// The brief's API example: token bucket burst 5, one token per 2 s (30r/m):
+// docs/PRODUCT.md's API example: token bucket burst 5, one token per 2 s (30r/m):
 // five pass, the sixth gets Retry-After 2 (1,950 ms), r=0, t=10 (9,950 ms);
 // four seconds later a request passes.
 func TestTokenBucketAPIExample(t *testing.T) {
@@ -174,7 +174,7 @@ func TestSlidingWindow(t *testing.T) {
 	steps = append(steps,
 		// Estimate 10·(10000−0)/10000 = 10: refused, 1 ms later 9.999 passes.
 		step{at: 10_000, cost: 1, want: no(0, 1, 10_000)},
-		// Estimate 9.95 < 10: accepted, r = 0 (CONFIG-SPEC).
+		// Estimate 9.95 < 10: accepted, r = 0 (docs/CONTRACT.md).
 		step{at: 10_050, cost: 1, want: ok(0, 0, 9950)},
 		// 10·(W−el)/W + 1 < 10 first at el = 1001.
 		step{at: 10_100, cost: 1, want: no(0, 901, 9900)},
@@ -372,7 +372,7 @@ func TestRefusalAndPeekChangeNothing(t *testing.T) {
 
 // TestTokenBucketReloadedBurst: the token bucket keeps its deficit, so a
 // reload that raises the burst admits at once and one that lowers it may
-// refuse at once (CONFIG-SPEC "Reload"), as the leaky bucket's excess does.
+// refuse at once (docs/CONTRACT.md "Reload"), as the leaky bucket's excess does.
 func TestTokenBucketReloadedBurst(t *testing.T) {
 	const t0 = ReferenceBase
 	five := Limit{Kind: TokenBucket, Count: 1, Period: 3_600_000, Burst: 5}

@@ -54,7 +54,7 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// Quota is q of RateLimit-Policy (CONFIG-SPEC): requests accepted at one
+// Quota is q of RateLimit-Policy (docs/CONTRACT.md): requests accepted at one
 // instant from idle. Token bucket: Burst; leaky bucket: Burst+1 (counting
 // delayed ones); windows and Concurrency: Count.
 func (l *Limit) Quota() int64 {
@@ -214,8 +214,8 @@ func rateString(count, period int64) string {
 }
 
 // Validate reports the first problem that makes l unusable: an unknown
-// Kind, Count or Period out of range (rate > 0, CONFIG-SPEC), a token bucket
-// burst < 1 (CONFIG-SPEC: no default), delay together with nodelay (nginx
+// Kind, Count or Period out of range (rate > 0, docs/CONTRACT.md), a token bucket
+// burst < 1 (docs/CONTRACT.md: no default), delay together with nodelay (nginx
 // refuses it too), delay or nodelay on another kind, or a limit past the
 // bounds that keep the arithmetic exact (MaxCount, MaxWindowCount,
 // MaxLogCount, MaxBurst, MaxPeriod, MaxUnits); those errors name the

@@ -1,7 +1,7 @@
 package algo
 
-// The brief's reference experiment ("Reference experiment (must be
-// reproduced exactly)"), shared by the algo tests and `rlproxy compare`.
+// docs/PRODUCT.md's reference experiment ("The reference experiment",
+// reproduced exactly), shared by the algo tests and `rlproxy compare`.
 
 // ReferenceBase is the experiment's base time B in Unix ms: round, so window
 // edges fall on round numbers.
@@ -14,7 +14,7 @@ type Pattern struct {
 	Times []int64
 }
 
-// ReferencePatterns returns the brief's three traffic patterns, each to be
+// ReferencePatterns returns docs/PRODUCT.md's three traffic patterns, each to be
 // run on fresh state: edge (10 requests at B+9,500+50·i and 10 at
 // B+10,000+50·i), steady (180 requests at B+333·i, 3 r/s for 60 s) and burst
 // after idle (30 requests at B+60,000+33·i).
@@ -37,7 +37,7 @@ func ReferencePatterns() []Pattern {
 }
 
 // ReferenceLimits returns the experiment's limits (10 requests per 10 s) in
-// the brief's column order: fixed window, sliding log, sliding counter (each
+// docs/PRODUCT.md's column order: fixed window, sliding log, sliding counter (each
 // 10 per 10 s), token bucket (burst 10, 1 r/s) and leaky bucket (capacity 10
 // = nginx burst=9 in delay mode, 1 r/s). Kind.String gives the column label.
 func ReferenceLimits() []Limit {
@@ -51,7 +51,7 @@ func ReferenceLimits() []Limit {
 }
 
 // MostInWindow returns the largest number of the ascending times that fall
-// in one closed interval [s, s+width] starting at one of them: the brief's
+// in one closed interval [s, s+width] starting at one of them: docs/PRODUCT.md's
 // "most requests reaching the upstream in any 1 s" with width 1000 ms and
 // times = arrival + Wait of the accepted requests, sorted.
 func MostInWindow(times []int64, width int64) int {

@@ -22,7 +22,7 @@ func runPattern(l Limit, times []int64) (accepted int, longestWait int64, served
 	return accepted, longestWait, served
 }
 
-// TestReferenceExperiment reproduces the brief's table, the leaky bucket's
+// TestReferenceExperiment reproduces docs/PRODUCT.md's table, the leaky bucket's
 // longest waits and the most requests served in any closed 1 s of edge.
 func TestReferenceExperiment(t *testing.T) {
 	wantAccepted := map[string][]int{

@@ -1,5 +1,5 @@
 // Package clientkey turns a request into the client id of one policy's key
-// spec (CONFIG-SPEC "Key sources"): the string inside the Valkey hash tag of
+// spec (docs/CONTRACT.md "Key sources"): the string inside the Valkey hash tag of
 // `<key_prefix>v2:{<client>}:<policy>` (DESIGN.md "Key format").
 //
 // # Forms
@@ -9,7 +9,7 @@
 //     ipv4_prefix < 32 or ipv6_prefix < 128 the address is masked and the
 //     length appended: "ip:192.0.2.0/24", "ip:2001:db8:1:2::/64".
 //   - "h:<32 hex digits>": a credential (header, query parameter, cookie or
-//     JWT claim), never stored or logged verbatim (CONFIG-SPEC): the first
+//     JWT claim), never stored or logged verbatim (docs/CONTRACT.md): the first
 //     128 bits of HMAC-SHA256 (RFC 2104) keyed with the store's hash secret,
 //     over the source kind and name and the value, so the same value in a
 //     header and in a cookie are two clients.
@@ -448,7 +448,7 @@ func Redact(id string) string {
 	return id
 }
 
-// kindName is the CONFIG-SPEC spelling of a source kind, for errors.
+// kindName is the docs/CONTRACT.md spelling of a source kind, for errors.
 func kindName(k config.SourceKind) string {
 	switch k {
 	case config.SourceHeader:

@@ -23,7 +23,7 @@ var (
 	t0 = time.Unix(1_700_000_000, 0)
 )
 
-// src parses a CONFIG-SPEC key source ("ip", "header:X-API-Key", ...).
+// src parses a docs/CONTRACT.md key source ("ip", "header:X-API-Key", ...).
 func src(t testing.TB, s string) config.Source {
 	t.Helper()
 	kind, name, _ := strings.Cut(s, ":")

@@ -1,6 +1,6 @@
-// Package compare replays the brief's reference experiment (BRIEF.md
+// Package compare replays docs/PRODUCT.md's reference experiment (docs/PRODUCT.md
 // "Reference experiment") through a store.Store — the memory store or the
-// Valkey scripts — and prints the table CONFIG-SPEC fixes for
+// Valkey scripts — and prints the table docs/CONTRACT.md fixes for
 // `rlproxy compare`: accepted/sent per pattern and algorithm, the leaky
 // bucket's longest waits, and the most requests reaching the upstream in any
 // 1 s of the edge traffic. It also reproduces the race (GET-compare-INCR
@@ -74,7 +74,7 @@ func Run(ctx context.Context, st store.Store, prefix string) (*Table, error) {
 // 1 s interval of pattern i for limit j.
 func (t *Table) MostPerSecond(i, j int) int { return algo.MostInWindow(t.Cells[i][j].Served, 1000) }
 
-// Print writes the table in CONFIG-SPEC's `rlproxy compare` format.
+// Print writes the table in docs/CONTRACT.md's `rlproxy compare` format.
 func (t *Table) Print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "traffic")

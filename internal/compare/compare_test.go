@@ -14,7 +14,7 @@ import (
 	"rlproxy/internal/testutil/redisserver"
 )
 
-// want is the brief's reference table, exactly, in `rlproxy compare` format.
+// want is docs/PRODUCT.md's reference table, exactly, in `rlproxy compare` format.
 const want = `traffic  fixed window  sliding log  sliding counter  token bucket  leaky bucket
 edge     20/20         10/20        11/20            10/20         10/20
 steady   60/180        60/180       60/180           69/180        69/180
@@ -40,7 +40,7 @@ func valkeyStore(t *testing.T) (*valkey.Store, *redisserver.Server) {
 	return vs, srv
 }
 
-// TestReferenceTable asserts every number of the brief's experiment on
+// TestReferenceTable asserts every number of docs/PRODUCT.md's experiment on
 // both stores, and that the two stores' tables are identical request by
 // request (serve times included).
 func TestReferenceTable(t *testing.T) {

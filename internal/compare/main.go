@@ -16,7 +16,7 @@ import (
 )
 
 // Main is `rlproxy compare [-store memory|valkey] [-valkey ADDR] [-race]
-// [-memory]` (CONFIG-SPEC). It returns the process exit code: 0, 1 on a
+// [-memory]` (docs/CONTRACT.md). It returns the process exit code: 0, 1 on a
 // store error, 2 on bad flags.
 func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)

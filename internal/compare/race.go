@@ -12,7 +12,7 @@ import (
 	"rlproxy/internal/store"
 )
 
-// Counter is the naive application-side limiter of the brief's race: read
+// Counter is the naive application-side limiter of docs/PRODUCT.md's race: read
 // the count, compare it with the limit, then increment — three steps that
 // other requests interleave with.
 type Counter interface {

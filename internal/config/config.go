@@ -1,6 +1,6 @@
 // Package config turns an rlproxy YAML file into a validated, typed Config.
 //
-// The file format is the contract in CONFIG-SPEC.md (mirrored in the README's
+// The file format is the contract in docs/CONTRACT.md (mirrored in the README's
 // config reference). Decoding uses yaml.v3 with unknown fields refused; every
 // problem is reported as "FILE:LINE: field: message", like `nginx -t`. A
 // Config is immutable once returned: reload builds a new one and swaps it.
@@ -201,7 +201,7 @@ type JWT struct {
 // HeaderSet is a bit set of response header families.
 type HeaderSet uint8
 
-// Header families, CONFIG-SPEC `response.headers`.
+// Header families, docs/CONTRACT.md `response.headers`.
 const (
 	HeadersRateLimit       HeaderSet = 1 << iota // IETF draft RateLimit-Policy + RateLimit
 	HeadersRateLimitLegacy                       // RateLimit-Limit/-Remaining/-Reset
@@ -328,7 +328,7 @@ func (r HeaderRules) Empty() bool { return len(r.Set) == 0 && len(r.Remove) == 0
 // FailMode is what a policy does when the store cannot decide.
 type FailMode uint8
 
-// Fail modes, CONFIG-SPEC `on_store_error`.
+// Fail modes, docs/CONTRACT.md `on_store_error`.
 const (
 	FailOpen   FailMode = iota // allow (default), down to the Fallback floor
 	FailClosed                 // deny: 503 problem+json
@@ -337,7 +337,7 @@ const (
 // SourceKind names where a client id comes from.
 type SourceKind uint8
 
-// Key sources, CONFIG-SPEC "Key sources".
+// Key sources, docs/CONTRACT.md "Key sources".
 const (
 	SourceIP SourceKind = iota + 1
 	SourceHeader

@@ -243,7 +243,7 @@ func checkConfig(t *testing.T, got, want *Config) {
 	}
 }
 
-// TestSpecExample decodes CONFIG-SPEC's example to exact values: the
+// TestSpecExample decodes docs/CONTRACT.md's example to exact values: the
 // compiled algo.Limit numbers, key specs, defaults for everything unset.
 func TestSpecExample(t *testing.T) {
 	c, err := Load("testdata/spec_example.yaml")

@@ -30,7 +30,7 @@ type algorithm struct {
 	fields []string
 }
 
-// algorithms lists the policy algorithms of CONFIG-SPEC, in its order.
+// algorithms lists the policy algorithms of docs/CONTRACT.md, in its order.
 func algorithms() []algorithm {
 	bucket := []string{"rate", "burst"}
 	window := []string{"limit", "window"}
@@ -241,7 +241,7 @@ func algorithmNames() []string {
 
 // bucket decodes rate/burst (and for the leaky bucket nodelay/delay) of o
 // into a bucket limit of kind def.Kind; def supplies defaults (Count 0 =
-// rate required). Rules (CONFIG-SPEC): rate > 0; leaky_bucket burst ≥ 0,
+// rate required). Rules (docs/CONTRACT.md): rate > 0; leaky_bucket burst ≥ 0,
 // default 0 as nginx; token_bucket burst ≥ 1, required; delay ≤ burst and
 // never with nodelay.
 func (d *decoder) bucket(o object, algoName string, def algo.Limit) (algo.Limit, bool) {

@@ -25,7 +25,7 @@ func advStatuses(t *testing.T, url string, n int) []int {
 // (the unused valkey section, the breaker, key_hash_secret_env) once built a
 // fresh memory store, so every client's spent budget was forgotten — a
 // careless operator's edit reset all limits. State must survive it
-// (CONFIG-SPEC: state survives a reload unless the algorithm or key changes).
+// (docs/CONTRACT.md: state survives a reload unless the algorithm or key changes).
 func TestAdvReloadOfUnusedStoreFieldsKeepsMemoryState(t *testing.T) {
 	// Not parallel: t.Setenv.
 	up := rlproxytest.NewUpstream(t)

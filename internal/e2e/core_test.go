@@ -14,7 +14,7 @@ import (
 	"rlproxy/internal/testutil/rlproxytest"
 )
 
-// TestReferenceAPI is the brief's small API: a token bucket of 5, one token
+// TestReferenceAPI is docs/PRODUCT.md's small API: a token bucket of 5, one token
 // per 2 s, per client IP. Seven quick requests give 200×5 then 429×2 with
 // Retry-After: 2 and the draft headers; 4 s later a request passes again.
 func TestReferenceAPI(t *testing.T) {

@@ -2,7 +2,7 @@
 // registered on a caller-supplied registry: no package-level state, no default
 // registry, so tests and reloads never collide.
 //
-// Contract (CONFIG-SPEC "Metrics contract"): rlproxy_requests_total counts each
+// Contract (docs/CONTRACT.md "Metrics"): rlproxy_requests_total counts each
 // request once per policy of its route, labelled by route, policy and decision.
 // No metric carries a per-client label: one series per client would let
 // traffic grow the scrape without bound (see caddy-ratelimit).
@@ -23,7 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Decision label values of rlproxy_requests_total (CONFIG-SPEC "Metrics contract").
+// Decision label values of rlproxy_requests_total (docs/CONTRACT.md "Metrics").
 const (
 	DecisionAllowed        = "allowed"          // this policy passed the request at once
 	DecisionDelayed        = "delayed"          // passed after a leaky-bucket wait
@@ -251,7 +251,7 @@ func (m *Metrics) ConfigLoaded(now time.Time) { m.lastReload.Set(unixSeconds(now
 
 // ConfigReload counts one reload attempt; a successful one also sets the last
 // success timestamp to now. Content identical to the running config is not a
-// reload (CONFIG-SPEC) and should not be counted.
+// reload (docs/CONTRACT.md) and should not be counted.
 func (m *Metrics) ConfigReload(success bool, now time.Time) {
 	if !success {
 		m.reloadFailure.Inc()

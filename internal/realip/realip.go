@@ -152,7 +152,7 @@ func (r *Resolver) ClientIP(peer netip.Addr, h http.Header) netip.Addr {
 }
 
 // ForwardedFor returns the X-Forwarded-For value to send upstream
-// (CONFIG-SPEC): from a trusted peer its X-Forwarded-For lines joined by ", "
+// (docs/CONTRACT.md): from a trusted peer its X-Forwarded-For lines joined by ", "
 // with the peer appended; from an untrusted peer the peer alone, since an
 // untrusted client's own header is a claim nobody vouches for. It reads
 // X-Forwarded-For whatever header the Resolver walks. One allocation.

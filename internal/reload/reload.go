@@ -9,7 +9,7 @@
 // event in a watched directory the symlinks are re-resolved, so a swapped
 // `..data` counts as a change of config.yaml.
 //
-// Triggers are debounced (CONFIG-SPEC: ~100 ms) so one save, which is several
+// Triggers are debounced (docs/CONTRACT.md: ~100 ms) so one save, which is several
 // filesystem events, is one reload. The Watcher does not parse anything: its
 // Reload callback loads, validates and swaps, and decides that content
 // identical to the running config is not a reload.

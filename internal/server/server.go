@@ -306,7 +306,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 }
 
 // build makes the runtime for cfg, reusing the current store when cfg's
-// store section is unchanged (state survives reloads, CONFIG-SPEC).
+// store section is unchanged (state survives reloads, docs/CONTRACT.md).
 func (a *App) build(cfg *config.Config) (*proxy.Runtime, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

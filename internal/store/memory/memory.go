@@ -45,7 +45,7 @@ type Options struct {
 	SweepInterval time.Duration
 }
 
-// DefaultMaxKeys is MaxKeys when Options.MaxKeys is 0 (CONFIG-SPEC
+// DefaultMaxKeys is MaxKeys when Options.MaxKeys is 0 (docs/CONTRACT.md
 // store.max_keys).
 const DefaultMaxKeys = 1_000_000
 

@@ -46,7 +46,7 @@ var (
 	token10 = algo.Limit{Kind: algo.TokenBucket, Count: 1, Period: 1000, Burst: 10}
 )
 
-// The store reproduces the brief's reference table exactly (pure algo is
+// The store reproduces docs/PRODUCT.md's reference table exactly (pure algo is
 // checked in package algo; this checks state keeping).
 func TestReferenceExperiment(t *testing.T) {
 	want := map[string][]int{

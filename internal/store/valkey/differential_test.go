@@ -97,7 +97,7 @@ func (r *diffRunner) release(c store.Check, now int64) {
 	}
 }
 
-// TestDifferentialReference: the brief's reference traffic gives identical
+// TestDifferentialReference: docs/PRODUCT.md's reference traffic gives identical
 // decisions (every field, to the ms) from the Lua scripts and package algo.
 func TestDifferentialReference(t *testing.T) {
 	st, _ := newStore(t)

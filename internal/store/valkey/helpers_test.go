@@ -10,7 +10,7 @@ import (
 	"rlproxy/internal/testutil/redisserver"
 )
 
-// base is the brief's round base time B (Unix ms).
+// base is docs/PRODUCT.md's round base time B (Unix ms).
 const base = algo.ReferenceBase
 
 // newStore starts a redis-server and a Store on it with key prefix "rl:".

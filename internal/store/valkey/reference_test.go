@@ -8,7 +8,7 @@ import (
 	"rlproxy/internal/algo"
 )
 
-// TestReferenceExperiment reproduces the brief's table through the Valkey
+// TestReferenceExperiment reproduces docs/PRODUCT.md's table through the Valkey
 // scripts with injected time, each pattern on fresh keys: accepted counts,
 // most requests reaching the upstream in any 1 s (edge), and the leaky
 // bucket's longest wait.
