@@ -47,7 +47,7 @@ func TestConfigsDir(t *testing.T) {
 	}
 }
 
-// TestDemoConfig pins the brief's API example in configs/rlproxy.yaml: a
+// TestDemoConfig pins docs/PRODUCT.md's small API in configs/rlproxy.yaml: a
 // token bucket of 5 refilled at 30r/m (one token per 2 s).
 func TestDemoConfig(t *testing.T) {
 	c, err := Load("../../configs/rlproxy.yaml")
