@@ -44,10 +44,6 @@ bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
 echo "== go vet"
 go vet ./...
-# bench/ and deploy/ are modules of their own (the chart library, Kubernetes
-# and Helm stay out of the product's go.mod).
-(cd bench && go vet ./...)
-(cd deploy && go vet ./...)
 echo "== go test -race"
 # -p 1: packages run one at a time; several start real servers and some
 # measure real time (kept >= 100 ms from decision boundaries).
