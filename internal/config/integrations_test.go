@@ -98,15 +98,29 @@ envoy_rls:
 
 // TestDecisionServiceRefusesConcurrency: with the proxy listener off,
 // forward_auth serves every route, and a concurrency policy on one is
-// refused. It needs `listen: ""` to be valid (the decoder's part).
+// refused, as are count_status and cost_response_header (none of them
+// can settle without the response).
 func TestDecisionServiceRefusesConcurrency(t *testing.T) {
 	base := strings.Replace(integrationsBase, "listen: 127.0.0.1:8080", `listen: ""`, 1)
 	if _, err := Parse("x.yaml", []byte(base)); err != nil {
-		t.Skipf("listen: \"\" is not accepted by this decoder yet: %v", err)
+		t.Fatalf("listen: \"\" is refused: %v", err)
 	}
 	_, err := Parse("x.yaml", []byte(strings.Replace(base, "policies: [api]}", "policies: [api, pool]}", 1)+"forward_auth: {listen: 127.0.0.1:8082}\n"))
 	want := `x.yaml:7: routes[0].policies: policy "pool" is a concurrency limit (its lease ends with the response), but with listen: "" this route is served only by forward_auth, which never sees the response`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v\nwant %s", err, want)
+	}
+	fa := "forward_auth: {listen: 127.0.0.1:8082}\n"
+	counted := strings.Replace(base, "limit: 5, window: 1m}", "limit: 5, window: 1m, count_status: [401]}", 1) + fa
+	_, err = Parse("x.yaml", []byte(counted))
+	want = `x.yaml:7: routes[0].policies: policy "api" counts only some response statuses (count_status), but with listen: "" this route is served only by forward_auth, which never sees the response`
+	if err == nil || err.Error() != want {
+		t.Errorf("count_status: got %v\nwant %s", err, want)
+	}
+	costed := strings.Replace(base, "policies: [api]}", "policies: [api], cost_response_header: X-Tokens-Used}", 1) + fa
+	_, err = Parse("x.yaml", []byte(costed))
+	want = `x.yaml:7: routes[0].cost_response_header: cost_response_header needs the upstream's response, but with listen: "" this route is served only by forward_auth, which never sees the response`
+	if err == nil || err.Error() != want {
+		t.Errorf("cost_response_header: got %v\nwant %s", err, want)
 	}
 }
