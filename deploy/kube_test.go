@@ -33,6 +33,9 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/testutil/netutil"
+	"rlproxy/internal/testutil/redisserver"
+	"rlproxy/internal/testutil/rlproxytest"
 )
 
 // objects is one rendering: every object decoded into its API type.
@@ -306,5 +309,69 @@ func checkSecretKeys(t *testing.T, s *corev1.Secret, d *appsv1.Deployment) {
 				t.Errorf("env %s refers to secret %s key %s, which the demo does not provide", e.Name, r.SecretKeyRef.Name, r.SecretKeyRef.Key)
 			}
 		}
+	}
+}
+
+// TestConfigMapReload mounts the kustomize base's own ConfigMap content the
+// way the kubelet does (rlproxy.yaml → ..data/rlproxy.yaml, ..data →
+// ..<generation>), serves it (its store pointed at a real redis-server, its
+// listeners at free ports), then swaps ..data to a generation with a
+// raised burst: the new limit applies without a signal or restart.
+func TestConfigMapReload(t *testing.T) {
+	o := decodeAll(t, "base", kustomize(t, "kubernetes/base"))
+	data := o.configMaps[0].Data["rlproxy.yaml"]
+	rs := redisserver.Start(t)
+	rs.Do(t, "CONFIG", "SET", "requirepass", "0123456789abcdef-stand-in")
+	for _, e := range o.deployments[0].Spec.Template.Spec.Containers[0].Env {
+		t.Setenv(e.Name, "0123456789abcdef-stand-in")
+	}
+	listen, admin := netutil.FreeAddr(t), netutil.FreeAddr(t)
+	render := func(burst string) string {
+		s := data
+		for from, to := range map[string]string{
+			`listen: ":8080"`: `listen: "` + listen + `"`, `admin_listen: ":9090"`: `admin_listen: "` + admin + `"`,
+			`"valkey:6379"`: `"` + rs.Addr + `"`, "burst: 5": "burst: " + burst,
+		} {
+			if strings.Count(s, from) != 1 {
+				t.Fatalf("the ConfigMap's rlproxy.yaml has %q %d times, want once", from, strings.Count(s, from))
+			}
+			s = strings.Replace(s, from, to, 1)
+		}
+		return s
+	}
+	dir := t.TempDir()
+	generation := func(name, burst string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "rlproxy.yaml"), []byte(render(burst)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	generation("..2026_12_01_1", "5")
+	must(os.Symlink("..2026_12_01_1", filepath.Join(dir, "..data")))
+	must(os.Symlink("..data/rlproxy.yaml", filepath.Join(dir, "rlproxy.yaml")))
+	in := rlproxytest.StartFile(t, filepath.Join(dir, "rlproxy.yaml"))
+	if c := get(t, in.URL+"/api/x", 6, 1); c[200] != 5 || c[429] != 1 {
+		t.Fatalf("burst 5: statuses %v, want 5 × 200 and 1 × 429", c)
+	}
+	// The kubelet's update: a new generation, ..data renamed over, the old one removed.
+	generation("..2026_12_01_2", "7")
+	must(os.Symlink("..2026_12_01_2", filepath.Join(dir, "..data_tmp")))
+	must(os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+	must(os.RemoveAll(filepath.Join(dir, "..2026_12_01_1")))
+	deadline := time.Now().Add(10 * time.Second)
+	for get(t, in.URL+"/api/x", 1, 1)[200] != 1 { // refusals are not charged
+		if time.Now().After(deadline) {
+			t.Fatal("the raised burst never applied: the swapped ConfigMap was not reloaded")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
