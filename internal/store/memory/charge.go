@@ -15,12 +15,8 @@ import (
 // means the store's clock. It never fails.
 func (s *Store) Charge(_ context.Context, checks []store.Check, now int64) error {
 	var keyBuf [inline]key
-	keys := keyBuf[:0]
-	for i := range checks {
-		keys = append(keys, s.hash(checks[i].Key))
-	}
 	var shardBuf [inline]uint32
-	shards := s.lock(keys, shardBuf[:0])
+	keys, shards := s.lockChecks(checks, keyBuf[:0], shardBuf[:0])
 	defer s.unlock(shards)
 	if now == 0 {
 		now = s.clock()
@@ -38,4 +34,15 @@ func (s *Store) Charge(_ context.Context, checks []store.Check, now int64) error
 		s.save(sh, slot, idx, keys[i], &c.Limit, &st, now, c.Limit.IdleMillis(&st, now))
 	}
 	return nil
+}
+
+// lockChecks appends the hashes of checks' keys to keys and locks their
+// shards (appended to shards), for Charge and Refund: release them with
+// s.unlock(shards). The buffers are the caller's, so inline-sized
+// decisions allocate nothing.
+func (s *Store) lockChecks(checks []store.Check, keys []key, shards []uint32) ([]key, []uint32) {
+	for i := range checks {
+		keys = append(keys, s.hash(checks[i].Key))
+	}
+	return keys, s.lock(keys, shards)
 }

@@ -243,12 +243,8 @@ func (s *Store) decideOne(c *store.Check, now int64, out *algo.Decision) int64 {
 // charged one. now 0 means the store's clock. It never fails.
 func (s *Store) Refund(_ context.Context, checks []store.Check, now int64) error {
 	var keyBuf [inline]key
-	keys := keyBuf[:0]
-	for i := range checks {
-		keys = append(keys, s.hash(checks[i].Key))
-	}
 	var shardBuf [inline]uint32
-	shards := s.lock(keys, shardBuf[:0])
+	keys, shards := s.lockChecks(checks, keyBuf[:0], shardBuf[:0])
 	defer s.unlock(shards)
 	if now == 0 {
 		now = s.clock()

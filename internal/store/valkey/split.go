@@ -113,21 +113,21 @@ func (s *Store) refund(checks []store.Check, groups [][]int, now int64) error {
 	if err != nil {
 		return err
 	}
-	if err := s.refundGroups(ctx, c, checks, groups, now); err != nil {
+	if err := s.execGroups(ctx, c, modeRefund, checks, groups, now); err != nil {
 		return fmt.Errorf("refunding a split decision: %w", err)
 	}
 	return nil
 }
 
-// refundGroups runs the refund mode once per slot group of checks.
-func (s *Store) refundGroups(ctx context.Context, c valkeygo.Client, checks []store.Check, groups [][]int, now int64) error {
+// execGroups runs mode once per slot group of checks, in groups' order.
+func (s *Store) execGroups(ctx context.Context, c valkeygo.Client, mode string, checks []store.Check, groups [][]int, now int64) error {
 	part := make([]store.Check, 0, len(checks))
 	for _, g := range groups {
 		part = part[:0]
 		for _, i := range g {
 			part = append(part, checks[i])
 		}
-		if _, _, _, err := s.exec(ctx, c, modeRefund, part, now); err != nil {
+		if _, _, _, err := s.exec(ctx, c, mode, part, now); err != nil {
 			return err
 		}
 	}

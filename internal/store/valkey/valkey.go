@@ -396,6 +396,18 @@ func (s *Store) run(ctx context.Context, c valkeygo.Client, mode string, checks 
 // Errors: connecting, timeout, a script error; groups before the failing
 // one are refunded.
 func (s *Store) Refund(ctx context.Context, checks []store.Check, now int64) error {
+	if err := s.runEach(ctx, modeRefund, checks, now); err != nil {
+		return fmt.Errorf("refunding: %w", err)
+	}
+	return nil
+}
+
+// runEach runs checks in mode — refund or charge, the modes whose reply
+// holds no decision — as one script run or, on a Cluster, one run per
+// hash-slot group in ascending slot order: not atomic across groups, and
+// the groups before a failing one have run. Errors: connecting, timeout,
+// a script error.
+func (s *Store) runEach(ctx context.Context, mode string, checks []store.Check, now int64) error {
 	if len(checks) == 0 {
 		return nil
 	}
@@ -405,20 +417,13 @@ func (s *Store) Refund(ctx context.Context, checks []store.Check, now int64) err
 	if err != nil {
 		return err
 	}
-	groups := [][]int{nil}
 	if c.Mode() == valkeygo.ClientModeCluster && len(checks) > 1 {
-		groups = slotGroups(checks)
-	}
-	if len(groups) == 1 {
-		if _, _, _, err := s.exec(ctx, c, modeRefund, checks, now); err != nil {
-			return fmt.Errorf("refunding: %w", err)
+		if groups := slotGroups(checks); len(groups) > 1 {
+			return s.execGroups(ctx, c, mode, checks, groups, now)
 		}
-		return nil
 	}
-	if err := s.refundGroups(ctx, c, checks, groups, now); err != nil {
-		return fmt.Errorf("refunding: %w", err)
-	}
-	return nil
+	_, _, _, err = s.exec(ctx, c, mode, checks, now)
+	return err
 }
 
 // Release implements store.Store: it removes the Concurrency leases among
