@@ -230,13 +230,6 @@ func (t *directTransport) Close() {
 	t.fallback.CloseIdleConnections()
 }
 
-// idleLen is the number of pooled idle connections.
-func (t *directTransport) idleLen() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.idle)
-}
-
 // errStaleConn is a reused connection that ended before any response byte.
 var errStaleConn = errors.New("upstream closed an idle connection")
 

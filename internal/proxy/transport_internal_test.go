@@ -127,3 +127,10 @@ func TestDirectTransportHeaderBound(t *testing.T) {
 		t.Errorf("error %q, want the header bound", err)
 	}
 }
+
+// idleLen is the number of pooled idle connections (tests only).
+func (t *directTransport) idleLen() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.idle)
+}
