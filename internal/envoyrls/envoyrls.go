@@ -250,19 +250,7 @@ func (s *Service) wait(ctx context.Context, rt *runtime, c *call) bool {
 		res.Outcome = policy.Refuse
 		return false
 	}
-	if s.metrics != nil {
-		s.metrics.ObserveDelay(d)
-		s.metrics.AddWaiting(1)
-		defer s.metrics.AddWaiting(-1)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return proxy.Hold(ctx, d, s.metrics)
 }
 
 // fillStatuses sets each mapped descriptor's status from its items: over

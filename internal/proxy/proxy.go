@@ -293,17 +293,25 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, rt *Runtime, route
 		return false
 	}
 	defer s.waiting.Add(-1)
-	if s.metrics != nil {
-		s.metrics.ObserveDelay(d)
-		s.metrics.AddWaiting(1)
-		defer s.metrics.AddWaiting(-1)
+	return Hold(r.Context(), d, s.metrics)
+}
+
+// Hold waits d, a leaky-bucket turn the policies granted, counted in m's
+// delay histogram and waiting gauge (m may be nil). It returns true when
+// the wait is over, false when ctx ended first (the caller went away: the
+// request is not forwarded, and stays charged, as with nginx).
+func Hold(ctx context.Context, d time.Duration, m *metrics.Metrics) bool {
+	if m != nil {
+		m.ObserveDelay(d)
+		m.AddWaiting(1)
+		defer m.AddWaiting(-1)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-r.Context().Done():
+	case <-ctx.Done():
 		return false
 	}
 }

@@ -16,11 +16,8 @@ import (
 func (s *Store) Charge(_ context.Context, checks []store.Check, now int64) error {
 	var keyBuf [inline]key
 	var shardBuf [inline]uint32
-	keys, shards := s.lockChecks(checks, keyBuf[:0], shardBuf[:0])
+	keys, shards, now := s.lockChecks(checks, now, keyBuf[:0], shardBuf[:0])
 	defer s.unlock(shards)
-	if now == 0 {
-		now = s.clock()
-	}
 	for i := range checks {
 		c := &checks[i]
 		if c.Cost <= 0 || c.Limit.Kind == algo.Concurrency {
@@ -38,11 +35,16 @@ func (s *Store) Charge(_ context.Context, checks []store.Check, now int64) error
 
 // lockChecks appends the hashes of checks' keys to keys and locks their
 // shards (appended to shards), for Charge and Refund: release them with
-// s.unlock(shards). The buffers are the caller's, so inline-sized
-// decisions allocate nothing.
-func (s *Store) lockChecks(checks []store.Check, keys []key, shards []uint32) ([]key, []uint32) {
+// s.unlock(shards). It returns now, or the store's clock (Unix ms) when now
+// is 0. The buffers are the caller's, so inline-sized decisions allocate
+// nothing.
+func (s *Store) lockChecks(checks []store.Check, now int64, keys []key, shards []uint32) ([]key, []uint32, int64) {
 	for i := range checks {
 		keys = append(keys, s.hash(checks[i].Key))
 	}
-	return keys, s.lock(keys, shards)
+	shards = s.lock(keys, shards)
+	if now == 0 {
+		now = s.clock()
+	}
+	return keys, shards, now
 }

@@ -244,11 +244,8 @@ func (s *Store) decideOne(c *store.Check, now int64, out *algo.Decision) int64 {
 func (s *Store) Refund(_ context.Context, checks []store.Check, now int64) error {
 	var keyBuf [inline]key
 	var shardBuf [inline]uint32
-	keys, shards := s.lockChecks(checks, keyBuf[:0], shardBuf[:0])
+	keys, shards, now := s.lockChecks(checks, now, keyBuf[:0], shardBuf[:0])
 	defer s.unlock(shards)
-	if now == 0 {
-		now = s.clock()
-	}
 	for i := range checks {
 		c := &checks[i]
 		if c.Cost <= 0 {
