@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
@@ -157,9 +156,7 @@ func TestAdminPageShowsReloadError(t *testing.T) {
 		t.Fatalf("a fresh start does not read ok:\n%s", body)
 	}
 	bad := strings.Replace(adminPageCfg, "burst: 2", "burst: -2", 1)
-	if err := os.WriteFile(in.ConfigPath, []byte("admin_listen: \"127.0.0.1:0\"\nlisten: \"127.0.0.1:0\"\n"+storeYAML(t, "memory")+strings.Replace(bad, "%q", `"`+up.URL+`"`, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	in.Rewrite(t, "admin_listen: \"127.0.0.1:0\"\nlisten: \"127.0.0.1:0\"\n"+storeYAML(t, "memory")+strings.Replace(bad, "%q", `"`+up.URL+`"`, 1))
 	in.App.Reload("test")
 	_, body = adminGet(t, in, "/", "", "")
 	want := in.ConfigPath + ":6: policies.per_ip.burst: -2: want a whole number from 1 to 1000000"

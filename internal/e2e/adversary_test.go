@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -51,9 +50,7 @@ routes:
 		"{ type: memory, max_keys: 5000, key_hash_secret_env: ADV_HASH_SECRET_2 }",
 	} {
 		succ, _ := opsReloads(t, in)
-		if err := os.WriteFile(in.ConfigPath, []byte(cfg(store)), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		in.Rewrite(t, cfg(store))
 		in.App.Reload("adversary")
 		if s, f := opsReloads(t, in); s != succ+1 || f != 0 {
 			t.Fatalf("reload %d (%s): success=%d failure=%d, want %d and 0", i, store, s, f, succ+1)

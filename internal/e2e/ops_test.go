@@ -424,7 +424,7 @@ routes:
 	reload := func(a string) {
 		t.Helper()
 		succ, _ := opsReloads(t, in)
-		opsWriteFile(t, in.ConfigPath, []byte(cfg(a)), false)
+		in.Rewrite(t, cfg(a))
 		in.App.Reload("test")
 		if s, f := opsReloads(t, in); s != succ+1 || f != 0 {
 			t.Fatalf("reloads success=%d failure=%d after a valid change, want %d and 0", s, f, succ+1)

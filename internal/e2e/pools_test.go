@@ -199,8 +199,8 @@ routes: [{ name: r, upstream: app }]
 			t.Errorf("server %s has %d of %d clients: the ring is lopsided (%v)", s, share[s], clients, share)
 		}
 	}
-	opsWriteFile(t, in.ConfigPath, []byte("listen: \"127.0.0.1:0\"\nadmin_listen: \"127.0.0.1:0\"\n"+
-		fmt.Sprintf(cfg, fmt.Sprintf("%q, %q", a.url(), b.url()))), false)
+	in.Rewrite(t, "listen: \"127.0.0.1:0\"\nadmin_listen: \"127.0.0.1:0\"\n"+
+		fmt.Sprintf(cfg, fmt.Sprintf("%q, %q", a.url(), b.url())))
 	in.App.Reload("test")
 	after := where()
 	moved := 0

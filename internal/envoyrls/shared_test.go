@@ -3,7 +3,6 @@ package envoyrls_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -173,9 +172,7 @@ envoy_rls:
 		t.Fatalf("before reload: %v", r.Statuses[0])
 	}
 	shaped := strings.Replace(cfg, "p: {algorithm: fixed_window, limit: 2, window: 1h}", "p: {algorithm: leaky_bucket, rate: 2r/s, burst: 5}", 1)
-	if err := os.WriteFile(in.ConfigPath, []byte("listen: \"127.0.0.1:0\"\nadmin_listen: \"\"\n"+shaped), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	in.Rewrite(t, "listen: \"127.0.0.1:0\"\nadmin_listen: \"\"\n"+shaped)
 	in.App.Reload("test")
 	if r := call(t, c, 0, desc("k", "a")); r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 2 || r.Statuses[0].CurrentLimit.GetUnit() != rlsv3.RateLimitResponse_RateLimit_SECOND {
 		t.Fatalf("after reload: %v", r.Statuses[0])

@@ -114,6 +114,22 @@ func startFile(t testing.TB, path string, opts Opts) *Instance {
 	return in
 }
 
+// Rewrite replaces the config file's content with yaml atomically (a
+// temporary file renamed over it), so the instance's file watcher, which
+// may fire at any moment after an earlier change, never reads a half-
+// written file. It does not reload: call in.App.Reload for a synchronous
+// reload.
+func (in *Instance) Rewrite(t testing.TB, yaml string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(in.ConfigPath), "."+filepath.Base(in.ConfigPath)+".new")
+	if err := os.WriteFile(tmp, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, in.ConfigPath); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // testLog sends the process log to t.Log (shown for failing or -v tests).
 type testLog struct {
 	t  testing.TB
