@@ -344,7 +344,7 @@ func TestCompose(t *testing.T) {
 // compose file assumes.
 func TestConfigLoads(t *testing.T) {
 	composeEnv(t)
-	cfg, err := config.Load(configFile)
+	cfg, err := config.LoadWith(configFile, config.LoadOptions{})
 	if err != nil {
 		t.Fatalf("loading %s: %v", configFile, err)
 	}

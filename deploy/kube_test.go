@@ -290,7 +290,7 @@ func loadConfig(t *testing.T, name, data string, env []corev1.EnvVar) *config.Co
 	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(p)
+	cfg, err := config.LoadWith(p, config.LoadOptions{})
 	if err != nil {
 		t.Fatalf("%s: the ConfigMap's rlproxy.yaml does not load:\n%v", name, err)
 	}

@@ -10,7 +10,7 @@ import (
 // TestDescribeRoutes: each route and policy in the words the page shows.
 func TestDescribeRoutes(t *testing.T) {
 	t.Setenv("RLPROXY_TEST_DESCRIBE_SECRET", "0123456789abcdef0123")
-	cfg, err := config.Parse("d.yaml", []byte(`
+	cfg, err := config.ParseWith("d.yaml", []byte(`
 upstreams: { app: { builtin: echo } }
 store: { type: memory, key_hash_secret_env: RLPROXY_TEST_DESCRIBE_SECRET }
 policies:
@@ -21,7 +21,7 @@ routes:
   - { name: login, upstream: app, policies: [login], match: { path: /login, methods: [POST] } }
   - { name: api, upstream: app, policies: [api, both], cost: 2, match: { path_prefix: /api, host: api.example } }
   - { name: rest, upstream: app }
-`))
+`), config.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

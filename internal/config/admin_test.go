@@ -9,7 +9,7 @@ const adminBase = "upstreams: { app: { builtin: echo } }\nroutes: [ { name: r, u
 
 // TestAdminSection decodes `admin:` and its defaults.
 func TestAdminSection(t *testing.T) {
-	c, err := Parse("x.yaml", []byte(adminBase))
+	c, err := ParseWith("x.yaml", []byte(adminBase), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,7 +17,7 @@ func TestAdminSection(t *testing.T) {
 		t.Errorf("defaults %+v; want hashed IPs, no basic auth", c.Admin)
 	}
 	t.Setenv("RLPROXY_TEST_ADMIN_PW", "correct horse battery")
-	c, err = Parse("x.yaml", []byte(adminBase+"admin:\n  show_client_ips: true\n  basic_auth: { user: ops, password_env: RLPROXY_TEST_ADMIN_PW }\n"))
+	c, err = ParseWith("x.yaml", []byte(adminBase+"admin:\n  show_client_ips: true\n  basic_auth: { user: ops, password_env: RLPROXY_TEST_ADMIN_PW }\n"), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestAdminMistakes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse("x.yaml", []byte(adminBase+tt.admin+"\n"))
+			_, err := ParseWith("x.yaml", []byte(adminBase+tt.admin+"\n"), LoadOptions{})
 			if err == nil {
 				t.Fatalf("accepted; want %s", tt.want)
 			}

@@ -24,7 +24,7 @@ routes:
 func TestMergeCycleIsNotACrash(t *testing.T) {
 	t.Parallel()
 	src := "policies:\n  api: &a { algorithm: token_bucket, rate: 30r/m, burst: 5, <<: *a }\n" + advBase
-	c, err := Parse("cycle.yaml", []byte(src))
+	c, err := ParseWith("cycle.yaml", []byte(src), LoadOptions{})
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -48,7 +48,7 @@ func TestMergeBombIsLinear(t *testing.T) {
 	b.WriteString("  api: { <<: *x39, burst: 7 }\n")
 	b.WriteString(advBase)
 	start := time.Now()
-	c, err := Parse("bomb.yaml", []byte(b.String()))
+	c, err := ParseWith("bomb.yaml", []byte(b.String()), LoadOptions{})
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("Parse took %v, want well under 2s", d)
 	}
@@ -71,7 +71,7 @@ func TestTrustEveryoneWarns(t *testing.T) {
 	t.Parallel()
 	src := "real_ip: { trusted_proxies: [\"0.0.0.0/0\", \"10.0.0.0/8\", \"::/0\"] }\n" +
 		"policies:\n  api: { algorithm: token_bucket, rate: 1r/s, burst: 1 }\n" + advBase
-	c, err := Parse("trust.yaml", []byte(src))
+	c, err := ParseWith("trust.yaml", []byte(src), LoadOptions{})
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 func parsePolicy(t *testing.T, policy string) (*Config, error) {
 	t.Helper()
 	src := "upstreams:\n  app: { builtin: echo }\npolicies:\n  p:\n    " + policy + "\nroutes:\n  - name: r\n    upstream: app\n    policies: [p]\n"
-	return Parse("x.yaml", []byte(src))
+	return ParseWith("x.yaml", []byte(src), LoadOptions{})
 }
 
 // TestCalendarFields: calendar and timezone on the windows, their

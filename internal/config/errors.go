@@ -37,7 +37,7 @@ func (p Problem) String() string {
 	return b.String()
 }
 
-// Errors is every problem found in one load, in file order. Parse and Load
+// Errors is every problem found in one load, in file order. ParseWith and LoadWith
 // return it (as error) whenever at least one problem was found, so a
 // `validate` run reports all mistakes at once rather than the first.
 type Errors struct {

@@ -7,9 +7,9 @@ import (
 	"rlproxy/internal/config"
 )
 
-// Parse reports every mistake at once, each as FILE:LINE: field: message,
+// ParseWith reports every mistake at once, each as FILE:LINE: field: message,
 // as `rlproxy validate` prints them.
-func ExampleParse() {
+func ExampleParseWith() {
 	src := `upstreams:
   app: { url: "http://127.0.0.1:9000" }
 policies:
@@ -22,7 +22,7 @@ routes:
     upstream: ap
     policies: [api]
 `
-	_, err := config.Parse("rlproxy.yaml", []byte(src))
+	_, err := config.ParseWith("rlproxy.yaml", []byte(src), config.LoadOptions{})
 	fmt.Println(err)
 	var errs *config.Errors
 	if errors.As(err, &errs) {
@@ -37,13 +37,13 @@ routes:
 }
 
 // A valid file compiles rates exactly: 30r/m is 30 requests per 60000 ms.
-func ExampleParse_rate() {
+func ExampleParseWith_rate() {
 	src := `upstreams: { demo: { builtin: echo } }
 policies:
   login: { algorithm: leaky_bucket, rate: 30r/m, burst: 5, nodelay: true }
 routes: [{ name: login, upstream: demo, policies: [login] }]
 `
-	c, err := config.Parse("rlproxy.yaml", []byte(src))
+	c, err := config.ParseWith("rlproxy.yaml", []byte(src), config.LoadOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return

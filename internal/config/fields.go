@@ -39,7 +39,7 @@ type field struct {
 // value is how one field's value is checked: its JSON Schema and its
 // decoder.
 type value struct {
-	// shape gives the JSON Schema of the value, on demand: Parse never
+	// shape gives the JSON Schema of the value, on demand: ParseWith never
 	// needs it.
 	shape func() schema
 	// set decodes a present value; nil when the section's check reads the
@@ -117,7 +117,7 @@ func (s *section) applyDefaults(path string) {
 // defaultNode parses a field's default. Defaults are written in this
 // package and valid (TestDefaultsDecode), so a failure is a programming
 // error. Scalars are built directly (a YAML parser costs kilobytes, and
-// every Parse decodes every default).
+// every ParseWith decodes every default).
 func defaultNode(def string) *yaml.Node {
 	if s, err := strconv.Unquote(def); err == nil {
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: yaml.DoubleQuotedStyle, Value: s}

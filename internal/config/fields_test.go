@@ -81,7 +81,7 @@ func TestSchemaFile(t *testing.T) {
 // public listener off when empty.
 func TestOverrides(t *testing.T) {
 	src := []byte("listen: 127.0.0.1:8081\nupstreams: { app: { builtin: echo } }\nroutes: [{ name: r, upstream: app }]\n")
-	c, err := parse("x.yaml", src, LoadOptions{Overrides: Overrides{
+	c, err := ParseWith("x.yaml", src, LoadOptions{Overrides: Overrides{
 		Listen:      &Override{Value: "127.0.0.1:18080", Source: "flag -listen"},
 		AdminListen: &Override{Value: ":19090", Source: "environment RLPROXY_ADMIN_LISTEN"},
 	}})
@@ -91,18 +91,18 @@ func TestOverrides(t *testing.T) {
 	if c.Listen != "127.0.0.1:18080" || c.AdminListen != ":19090" {
 		t.Errorf("listen %q, admin_listen %q; want the overrides", c.Listen, c.AdminListen)
 	}
-	if c, err := Parse("x.yaml", src); err != nil || c.Listen != "127.0.0.1:8081" || c.AdminListen != "127.0.0.1:9090" {
+	if c, err := ParseWith("x.yaml", src, LoadOptions{}); err != nil || c.Listen != "127.0.0.1:8081" || c.AdminListen != "127.0.0.1:9090" {
 		t.Errorf("no overrides: %v; want the file's listen and the default admin_listen", err)
 	}
-	_, err = parse("x.yaml", src, LoadOptions{Overrides: Overrides{Listen: &Override{Value: "8080", Source: "flag -listen"}}})
+	_, err = ParseWith("x.yaml", src, LoadOptions{Overrides: Overrides{Listen: &Override{Value: "8080", Source: "flag -listen"}}})
 	if want := `flag -listen: listen: "8080": want HOST:PORT, e.g. 127.0.0.1:8080 or :8080`; err == nil || err.Error() != want {
 		t.Errorf("bad override: %v, want %s", err, want)
 	}
-	_, err = parse("x.yaml", src, LoadOptions{Overrides: Overrides{AdminListen: &Override{Value: "127.0.0.1:8081", Source: "environment RLPROXY_ADMIN_LISTEN"}}})
+	_, err = ParseWith("x.yaml", src, LoadOptions{Overrides: Overrides{AdminListen: &Override{Value: "127.0.0.1:8081", Source: "environment RLPROXY_ADMIN_LISTEN"}}})
 	if want := `environment RLPROXY_ADMIN_LISTEN: admin_listen: "127.0.0.1:8081": must not share the public listener "127.0.0.1:8081" (metrics and health stay off the public port)`; err == nil || err.Error() != want {
 		t.Errorf("clashing override: %v, want %s", err, want)
 	}
-	c, err = parse("x.yaml", src, LoadOptions{Overrides: Overrides{Listen: &Override{Value: "", Source: "flag -listen"}}})
+	c, err = ParseWith("x.yaml", src, LoadOptions{Overrides: Overrides{Listen: &Override{Value: "", Source: "flag -listen"}}})
 	if err != nil || c.Listen != "" {
 		t.Errorf("empty override: %v, listen %q; want no public listener", err, c.Listen)
 	}
@@ -113,18 +113,18 @@ func TestOverrides(t *testing.T) {
 // name "-" is reserved.
 func TestDecisionServiceMode(t *testing.T) {
 	src := "listen: \"\"\npolicies: { p: { algorithm: token_bucket, rate: 1r/s, burst: 1 } }\nroutes: [{ name: r, policies: [p] }]\n"
-	c, err := Parse("x.yaml", []byte(src))
+	c, err := ParseWith("x.yaml", []byte(src), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Listen != "" || c.Routes[0].Upstream != "" || c.AdminListen != "127.0.0.1:9090" {
 		t.Errorf("listen %q, upstream %q, admin %q", c.Listen, c.Routes[0].Upstream, c.AdminListen)
 	}
-	_, err = Parse("x.yaml", []byte(strings.Replace(src, `listen: ""`, "listen: :8080", 1)))
+	_, err = ParseWith("x.yaml", []byte(strings.Replace(src, `listen: ""`, "listen: :8080", 1)), LoadOptions{})
 	if want := "x.yaml:3: routes[0].upstream: required: one of upstreams"; err == nil || err.Error() != want {
 		t.Errorf("with a listener: %v, want %s", err, want)
 	}
-	_, err = Parse("x.yaml", []byte(strings.Replace(src, "name: r", "name: \"-\"", 1)))
+	_, err = ParseWith("x.yaml", []byte(strings.Replace(src, "name: r", "name: \"-\"", 1)), LoadOptions{})
 	if want := `x.yaml:3: routes[0].name: "-": reserved (the metrics' route label of requests that match no route)`; err == nil || err.Error() != want {
 		t.Errorf("route -: %v, want %s", err, want)
 	}

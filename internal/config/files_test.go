@@ -33,7 +33,7 @@ func TestConfigsDir(t *testing.T) {
 			continue
 		}
 		loaded++
-		c, err := Load(f)
+		c, err := LoadWith(f, LoadOptions{})
 		if err != nil {
 			t.Errorf("%v", err)
 			continue
@@ -50,7 +50,7 @@ func TestConfigsDir(t *testing.T) {
 // TestDemoConfig pins docs/PRODUCT.md's small API in configs/rlproxy.yaml: a
 // token bucket of 5 refilled at 30r/m (one token per 2 s).
 func TestDemoConfig(t *testing.T) {
-	c, err := Load("../../configs/rlproxy.yaml")
+	c, err := LoadWith("../../configs/rlproxy.yaml", LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestDemoConfig(t *testing.T) {
 // TestPlans checks the plans example: inline keys merged with the keys
 // file, default plan, policy lists, route cost.
 func TestPlans(t *testing.T) {
-	c, err := Load("../../configs/tiers.yaml")
+	c, err := LoadWith("../../configs/tiers.yaml", LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ routes: [{ name: r, upstream: app, plan: t }]
 		}
 	}
 	digest := func() [32]byte {
-		c, err := Load(cfg)
+		c, err := LoadWith(cfg, LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func TestTLS(t *testing.T) {
 	base := "upstreams:\n  app: { url: \"https://127.0.0.1:9443\", ca_file: a.crt }\nroutes: [{ name: r, upstream: app }]\n"
 	cfg := filepath.Join(dir, "c.yaml")
 
-	c, err := Parse(cfg, []byte("tls: { cert_file: a.crt, key_file: a.key }\n"+base))
+	c, err := ParseWith(cfg, []byte("tls: { cert_file: a.crt, key_file: a.key }\n"+base), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,12 +182,12 @@ func TestTLS(t *testing.T) {
 		t.Errorf("CAFile %q", got)
 	}
 
-	_, err = Parse(cfg, []byte("tls: { cert_file: a.crt, key_file: b.key }\n"+base))
+	_, err = ParseWith(cfg, []byte("tls: { cert_file: a.crt, key_file: b.key }\n"+base), LoadOptions{})
 	want := cfg + ":1: tls: loading certificate and key: tls: private key does not match public key"
 	if err == nil || err.Error() != want {
 		t.Errorf("mismatched pair: %v\nwant %s", err, want)
 	}
-	_, err = Parse(cfg, []byte("upstreams:\n  app: { url: \"https://x:1\", ca_file: a.key }\nroutes: [{ name: r, upstream: app }]\n"))
+	_, err = ParseWith(cfg, []byte("upstreams:\n  app: { url: \"https://x:1\", ca_file: a.key }\nroutes: [{ name: r, upstream: app }]\n"), LoadOptions{})
 	want = cfg + `:2: upstreams.app.ca_file: "a.key": no PEM certificate in it`
 	if err == nil || err.Error() != want {
 		t.Errorf("key as CA: %v\nwant %s", err, want)
@@ -206,7 +206,7 @@ policies:
   p: { algorithm: token_bucket, rate: 1r/s, burst: 1, key: "jwt:sub" }
 routes: [{ name: r, upstream: app, policies: [p] }]
 `
-	c, err := Parse("w.yaml", []byte(src))
+	c, err := ParseWith("w.yaml", []byte(src), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

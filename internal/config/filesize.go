@@ -40,7 +40,7 @@ func LoadWith(path string, opts LoadOptions) (*Config, error) {
 		}
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
-	return parse(path, b.Bytes(), opts)
+	return ParseWith(path, b.Bytes(), opts)
 }
 
 // readString reads a file the config names (a keys_file) within the size

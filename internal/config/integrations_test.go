@@ -59,7 +59,7 @@ func TestIntegrationsProblems(t *testing.T) {
 		if strings.HasPrefix(tc.yaml, "# no trusted proxies") {
 			base = strings.Replace(base, "real_ip: {trusted_proxies: [127.0.0.1]}", "real_ip: {}", 1)
 		}
-		_, err := Parse("x.yaml", []byte(base+tc.yaml+"\n"))
+		_, err := ParseWith("x.yaml", []byte(base+tc.yaml+"\n"), LoadOptions{})
 		var errs *Errors
 		if !errors.As(err, &errs) {
 			t.Errorf("%s: got %v, want %s", tc.yaml, err, tc.want)
@@ -73,12 +73,12 @@ func TestIntegrationsProblems(t *testing.T) {
 
 // TestIntegrationsParsed: the fields land in Config, with their defaults.
 func TestIntegrationsParsed(t *testing.T) {
-	c, err := Parse("x.yaml", []byte(integrationsBase+`forward_auth: {listen: 127.0.0.1:8082, refused_status: 403}
+	c, err := ParseWith("x.yaml", []byte(integrationsBase+`forward_auth: {listen: 127.0.0.1:8082, refused_status: 403}
 envoy_rls:
   listen: 127.0.0.1:8081
   mappings:
     - {name: login, domain: edge, descriptor: [{key: header_match, value: login}, {key: remote_address}], policies: [api]}
-`))
+`), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ envoy_rls:
 		m.Entries[1] != (RLSEntry{Key: "remote_address"}) || strings.Join(m.Policies, ",") != "api" {
 		t.Fatalf("%+v", m)
 	}
-	d, err := Parse("x.yaml", []byte(integrationsBase))
+	d, err := ParseWith("x.yaml", []byte(integrationsBase), LoadOptions{})
 	if err != nil || d.ForwardAuth != (ForwardAuth{}) || d.EnvoyRLS.Listen != "" || d.EnvoyRLS.Mappings != nil {
 		t.Fatalf("defaults: %+v %+v %v", d.ForwardAuth, d.EnvoyRLS, err)
 	}
@@ -102,23 +102,23 @@ envoy_rls:
 // can settle without the response).
 func TestDecisionServiceRefusesConcurrency(t *testing.T) {
 	base := strings.Replace(integrationsBase, "listen: 127.0.0.1:8080", `listen: ""`, 1)
-	if _, err := Parse("x.yaml", []byte(base)); err != nil {
+	if _, err := ParseWith("x.yaml", []byte(base), LoadOptions{}); err != nil {
 		t.Fatalf("listen: \"\" is refused: %v", err)
 	}
-	_, err := Parse("x.yaml", []byte(strings.Replace(base, "policies: [api]}", "policies: [api, pool]}", 1)+"forward_auth: {listen: 127.0.0.1:8082}\n"))
+	_, err := ParseWith("x.yaml", []byte(strings.Replace(base, "policies: [api]}", "policies: [api, pool]}", 1)+"forward_auth: {listen: 127.0.0.1:8082}\n"), LoadOptions{})
 	want := `x.yaml:7: routes[0].policies: policy "pool" is a concurrency limit (its lease ends with the response), but with listen: "" this route is served only by forward_auth, which never sees the response`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v\nwant %s", err, want)
 	}
 	fa := "forward_auth: {listen: 127.0.0.1:8082}\n"
 	counted := strings.Replace(base, "limit: 5, window: 1m}", "limit: 5, window: 1m, count_status: [401]}", 1) + fa
-	_, err = Parse("x.yaml", []byte(counted))
+	_, err = ParseWith("x.yaml", []byte(counted), LoadOptions{})
 	want = `x.yaml:7: routes[0].policies: policy "api" counts only some response statuses (count_status), but with listen: "" this route is served only by forward_auth, which never sees the response`
 	if err == nil || err.Error() != want {
 		t.Errorf("count_status: got %v\nwant %s", err, want)
 	}
 	costed := strings.Replace(base, "policies: [api]}", "policies: [api], cost_response_header: X-Tokens-Used}", 1) + fa
-	_, err = Parse("x.yaml", []byte(costed))
+	_, err = ParseWith("x.yaml", []byte(costed), LoadOptions{})
 	want = `x.yaml:7: routes[0].cost_response_header: cost_response_header needs the upstream's response, but with listen: "" this route is served only by forward_auth, which never sees the response`
 	if err == nil || err.Error() != want {
 		t.Errorf("cost_response_header: got %v\nwant %s", err, want)

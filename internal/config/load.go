@@ -23,22 +23,15 @@ import (
 // their own secret (README.md, "Configuration reference").
 const builtinHashSecret = "rlproxy built-in key-hash secret: set store.key_hash_secret_env"
 
-// Load reads the config file at path and parses it with Parse. A file that
-// cannot be read is an error wrapped with "reading config"; mistakes in the
-// file are an *Errors.
-func Load(path string) (*Config, error) { return LoadWith(path, LoadOptions{}) }
-
-// Parse decodes and validates data, the contents of the config file at path
-// (path names the file in messages and anchors relative file names: TLS
-// files, CA files, plans keys_file, which Parse reads from disk, as it reads
-// the environment variables the config names). It returns every problem
-// found as an *Errors, sorted by file and line, or the Config.
-func Parse(path string, data []byte) (*Config, error) { return parse(path, data, LoadOptions{}) }
-
-// parse is Parse tuned by opts. An override is checked as the file's
-// value would be; its problems name its Source where a file's name the
-// file and line.
-func parse(path string, data []byte, opts LoadOptions) (*Config, error) {
+// ParseWith decodes and validates data, the contents of the config file at
+// path (path names the file in messages and anchors relative file names:
+// TLS files, CA files, plans keys_file, which ParseWith reads from disk, as
+// it reads the environment variables the config names), with opts (the
+// zero value: no overrides, the default size limit). It returns every
+// problem found as an *Errors, sorted by file and line, or the Config. An
+// override is checked as the file's value would be; its problems name its
+// Source where a file's name the file and line.
+func ParseWith(path string, data []byte, opts LoadOptions) (*Config, error) {
 	l := newLoader(path, opts)
 	l.hash(data)
 	if root, ok := l.document(data); ok {

@@ -65,7 +65,7 @@ testdata/many_mistakes.yaml:30: response.headers[1]: "x-rate-limit": want rateli
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			c, err := Load(filepath.Join("testdata", tt.file))
+			c, err := LoadWith(filepath.Join("testdata", tt.file), LoadOptions{})
 			if err == nil {
 				t.Fatalf("Load = %+v, want errors", c)
 			}
@@ -128,7 +128,7 @@ func TestSmallMistakes(t *testing.T) {
 			if strings.HasPrefix(tt.policy, "[") {
 				src = strings.Replace(src, "  p:\n    [", "  p: [", 1)
 			}
-			_, err := Parse("x.yaml", []byte(src))
+			_, err := ParseWith("x.yaml", []byte(src), LoadOptions{})
 			if err == nil {
 				t.Fatalf("no error, want %s", tt.want)
 			}
@@ -197,7 +197,7 @@ x.yaml:1: tls.key_file: required: a PEM file`},
 			if src != "" && !strings.Contains(src, "routes:") {
 				src += "routes: [{ name: r, upstream: app }]\n"
 			}
-			_, err := Parse("x.yaml", []byte(src))
+			_, err := ParseWith("x.yaml", []byte(src), LoadOptions{})
 			if err == nil {
 				t.Fatalf("no error, want %s", tt.want)
 			}
@@ -246,7 +246,7 @@ func checkConfig(t *testing.T, got, want *Config) {
 // TestSpecExample decodes docs/CONTRACT.md's example to exact values: the
 // compiled algo.Limit numbers, key specs, defaults for everything unset.
 func TestSpecExample(t *testing.T) {
-	c, err := Load("testdata/spec_example.yaml")
+	c, err := LoadWith("testdata/spec_example.yaml", LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestExtensions(t *testing.T) {
 	t.Setenv("RLPROXY_TEST_HASH_SECRET", "0123456789abcdef0123")
 	t.Setenv("RLPROXY_TEST_PASSWORD", "s3cret")
 	t.Setenv("RLPROXY_TEST_JWT_SECRET", strings.Repeat("j", 32))
-	c, err := Load("testdata/extensions.yaml")
+	c, err := LoadWith("testdata/extensions.yaml", LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestRateForms(t *testing.T) {
 	for _, tt := range tests {
 		src := "upstreams: { a: { builtin: echo } }\npolicies: { p: { algorithm: leaky_bucket, rate: \"" + tt.rate +
 			"\" } }\nroutes: [{ name: r, upstream: a, policies: [p] }]\n"
-		c, err := Parse("x.yaml", []byte(src))
+		c, err := ParseWith("x.yaml", []byte(src), LoadOptions{})
 		if err != nil {
 			t.Errorf("%s: %v", tt.rate, err)
 			continue

@@ -15,7 +15,7 @@ func BenchmarkParseLoginAPI(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Parse("../../configs/login-api.yaml", data); err != nil {
+		if _, err := ParseWith("../../configs/login-api.yaml", data, LoadOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

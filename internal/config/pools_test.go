@@ -31,7 +31,7 @@ log:
   access: { format: combined, path: access.log }
 routes: [{ name: r, upstream: app }]
 `
-	c, err := Parse("/etc/rlproxy/x.yaml", []byte(src))
+	c, err := ParseWith("/etc/rlproxy/x.yaml", []byte(src), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestPoolProblems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse("x.yaml", []byte("upstreams:\n  app: "+tt.upstream+"\nroutes: [{ name: r, upstream: app }]\n"))
+			_, err := ParseWith("x.yaml", []byte("upstreams:\n  app: "+tt.upstream+"\nroutes: [{ name: r, upstream: app }]\n"), LoadOptions{})
 			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Errorf("error:\n%v\nwant:\n%s", err, tt.want)
 			}
@@ -104,7 +104,7 @@ func TestReservedProblems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse("x.yaml", []byte(tt.src))
+			_, err := ParseWith("x.yaml", []byte(tt.src), LoadOptions{})
 			if err == nil || err.Error() != tt.want {
 				t.Errorf("error:\n%v\nwant:\n%s", err, tt.want)
 			}

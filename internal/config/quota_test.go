@@ -18,7 +18,7 @@ func TestPlanSizes(t *testing.T) {
 		"algorithm: token_bucket\n    rate: 1r/d\n    burst: 1000000",
 	} {
 		src := "upstreams:\n  app: { builtin: echo }\npolicies:\n  p:\n    " + p + "\nroutes:\n  - name: r\n    upstream: app\n    policies: [p]\n"
-		if _, err := Parse("x.yaml", []byte(src)); err != nil {
+		if _, err := ParseWith("x.yaml", []byte(src), LoadOptions{}); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
 	}

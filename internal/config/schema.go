@@ -12,11 +12,11 @@ import (
 type schema = map[string]any
 
 // Schema returns the JSON Schema (draft 2020-12) of the configuration file,
-// generated from the field tables Parse decodes with, so the two cannot
+// generated from the field tables ParseWith decodes with, so the two cannot
 // drift. It checks shape: field names, types, choices, bounds, required
 // fields, the fields of each algorithm. Rules that need more than one file
 // or the environment (references between sections, secrets, files, costs
-// against quotas) are Parse's alone. The output is indented JSON ending in
+// against quotas) are ParseWith's alone. The output is indented JSON ending in
 // a newline, stable from run to run; docs/rlproxy.schema.json holds it, and
 // every example config names that file in its first line
 // (`# yaml-language-server: $schema=...`) for editor completion.
@@ -97,7 +97,7 @@ func intShape(lo, hi int64) schema {
 }
 
 // durationShape is a Go duration with a unit ("500ms", "1h30m"); a bare 0
-// when zeroOK. Whole milliseconds and the 366-day bound are Parse's.
+// when zeroOK. Whole milliseconds and the 366-day bound are ParseWith's.
 func durationShape(zeroOK bool) schema {
 	s := schema{"type": "string", "pattern": `^([0-9]+(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`}
 	if zeroOK {

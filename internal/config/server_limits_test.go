@@ -10,14 +10,14 @@ import (
 // mistake reported as FILE:LINE: field: message.
 func TestServerLimits(t *testing.T) {
 	const tail = "upstreams: { app: { builtin: echo } }\nroutes: [{ name: r, upstream: app }]\n"
-	c, err := Parse("x.yaml", []byte(tail))
+	c, err := ParseWith("x.yaml", []byte(tail), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := c.Server; s.WriteTimeout != 60*time.Second || s.ShutdownDelay != 5*time.Second || s.MaxConnections != 0 {
 		t.Errorf("defaults: write_timeout %v, shutdown_delay %v, max_connections %d; want 60s, 5s, 0", s.WriteTimeout, s.ShutdownDelay, s.MaxConnections)
 	}
-	c, err = Parse("x.yaml", []byte("server:\n  write_timeout: 250ms\n  max_connections: 5000\n  shutdown_delay: 0s\n"+tail))
+	c, err = ParseWith("x.yaml", []byte("server:\n  write_timeout: 250ms\n  max_connections: 5000\n  shutdown_delay: 0s\n"+tail), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestServerLimits(t *testing.T) {
 		{"server:\n  max_connections: many\n", `x.yaml:2: server.max_connections: "many": want a whole number`},
 		{"server:\n  write_timout: 1s\n", `x.yaml:2: server.write_timout: unknown field "write_timout"; did you mean "write_timeout"?`},
 	} {
-		_, err := Parse("x.yaml", []byte(tt.src+tail))
+		_, err := ParseWith("x.yaml", []byte(tt.src+tail), LoadOptions{})
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("%q: got %v\nwant %s", tt.src, err, tt.want)
 		}

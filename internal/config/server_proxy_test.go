@@ -10,7 +10,7 @@ import (
 // proxy_protocol, and reports each wrong value with file, line and field.
 func TestServerProxyFields(t *testing.T) {
 	const tail = "upstreams: { app: { builtin: echo } }\nroutes: [{ name: r, upstream: app }]\n"
-	c, err := Parse("x.yaml", []byte("server:\n  h2c: true\n  stream_idle_timeout: 5m\n  proxy_protocol: { trusted: [10.0.0.0/8, 192.0.2.7] }\n"+tail))
+	c, err := ParseWith("x.yaml", []byte("server:\n  h2c: true\n  stream_idle_timeout: 5m\n  proxy_protocol: { trusted: [10.0.0.0/8, 192.0.2.7] }\n"+tail), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +20,7 @@ func TestServerProxyFields(t *testing.T) {
 		len(s.ProxyProtocol.Trusted) != 2 || s.ProxyProtocol.Trusted[0] != want[0] || s.ProxyProtocol.Trusted[1] != want[1] {
 		t.Errorf("server: %+v %+v", s, s.ProxyProtocol)
 	}
-	c, err = Parse("x.yaml", []byte("server: { proxy_protocol: { trusted: [127.0.0.1], required: false } }\n"+tail))
+	c, err = ParseWith("x.yaml", []byte("server: { proxy_protocol: { trusted: [127.0.0.1], required: false } }\n"+tail), LoadOptions{})
 	if err != nil || c.Server.ProxyProtocol.Required || c.Server.H2C || c.Server.StreamIdleTimeout != 0 {
 		t.Errorf("required: false: %v %+v", err, c)
 	}
@@ -31,7 +31,7 @@ func TestServerProxyFields(t *testing.T) {
 		{"server:\n  proxy_protocol: { trusted: [10.0.0.0/33] }\n", `x.yaml:2: server.proxy_protocol.trusted[0]: "10.0.0.0/33": want an IP address or CIDR such as 10.0.0.0/8 or 2001:db8::/32`},
 		{"server:\n  proxy_protocol: { trusted: [10.0.0.1], reqired: true }\n", `x.yaml:2: server.proxy_protocol.reqired: unknown field "reqired"; did you mean "required"?`},
 	} {
-		_, err := Parse("x.yaml", []byte(tt.src+tail))
+		_, err := ParseWith("x.yaml", []byte(tt.src+tail), LoadOptions{})
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("%q:\n got  %v\n want %s", tt.src, err, tt.want)
 		}

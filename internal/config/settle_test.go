@@ -22,7 +22,7 @@ func TestCountStatusMistakes(t *testing.T) {
 		{"mapping", win + "count_status: { a: 1 }", `x.yaml:8: policies.p.count_status: want a list, not a mapping`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse("x.yaml", []byte(settleYAML(tt.policy)))
+			_, err := ParseWith("x.yaml", []byte(settleYAML(tt.policy)), LoadOptions{})
 			if err == nil || err.Error() != tt.want {
 				t.Errorf("got  %v\nwant %s", err, tt.want)
 			}
@@ -33,7 +33,7 @@ func TestCountStatusMistakes(t *testing.T) {
 // TestCountStatus: codes, string codes and classes build the set; a
 // policy without the field counts every status (nil).
 func TestCountStatus(t *testing.T) {
-	cfg, err := Parse("x.yaml", []byte(settleYAML("algorithm: fixed_window\n    limit: 3\n    window: 1m\n    count_status: [401, \"403\", \"5xx\"]")))
+	cfg, err := ParseWith("x.yaml", []byte(settleYAML("algorithm: fixed_window\n    limit: 3\n    window: 1m\n    count_status: [401, \"403\", \"5xx\"]")), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestCountStatus(t *testing.T) {
 			t.Errorf("Has(%d) = %v, want %v", code, !want, want)
 		}
 	}
-	cfg, err = Parse("x.yaml", []byte(settleYAML("algorithm: fixed_window\n    limit: 3\n    window: 1m")))
+	cfg, err = ParseWith("x.yaml", []byte(settleYAML("algorithm: fixed_window\n    limit: 3\n    window: 1m")), LoadOptions{})
 	if err != nil || cfg.Policies["p"].CountStatus != nil {
 		t.Errorf("no count_status: %v %v, want nil", err, cfg.Policies["p"].CountStatus)
 	}
@@ -52,7 +52,7 @@ func TestCountStatus(t *testing.T) {
 // TestNeedsResponse: count_status and concurrency, also through a plan,
 // need the upstream's response; a plain rate limit does not.
 func TestNeedsResponse(t *testing.T) {
-	cfg, err := Parse("x.yaml", []byte(`
+	cfg, err := ParseWith("x.yaml", []byte(`
 upstreams: { app: { builtin: echo } }
 policies:
   plain: { algorithm: token_bucket, rate: 1r/s, burst: 2 }
@@ -64,7 +64,7 @@ routes:
   - { name: a, upstream: app, policies: [plain] }
   - { name: b, upstream: app, policies: [plain, fails] }
   - { name: c, upstream: app, plan: tiers }
-`))
+`), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,14 +84,14 @@ routes:
 // needs the upstream's response.
 func TestCostResponseHeader(t *testing.T) {
 	src := "upstreams:\n  app: { builtin: echo }\npolicies:\n  p: { algorithm: token_bucket, rate: 1r/s, burst: 100 }\nroutes:\n  - name: r\n    upstream: app\n    policies: [p]\n    cost_response_header: %s\n"
-	cfg, err := Parse("x.yaml", []byte(strings.Replace(src, "%s", "x-tokens-used", 1)))
+	cfg, err := ParseWith("x.yaml", []byte(strings.Replace(src, "%s", "x-tokens-used", 1)), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := cfg.Routes[0]; r.CostResponseHeader != "X-Tokens-Used" || cfg.NeedsResponse(r) != "cost_response_header needs the upstream's response" {
 		t.Errorf("header %q, needs response %q", r.CostResponseHeader, cfg.NeedsResponse(r))
 	}
-	_, err = Parse("x.yaml", []byte(strings.Replace(src, "%s", `"X Tokens"`, 1)))
+	_, err = ParseWith("x.yaml", []byte(strings.Replace(src, "%s", `"X Tokens"`, 1)), LoadOptions{})
 	want := `x.yaml:9: routes[0].cost_response_header: "X Tokens": want a header name (an HTTP token, RFC 9110 section 5.6.2), such as X-Tokens-Used`
 	if err == nil || err.Error() != want {
 		t.Errorf("got  %v\nwant %s", err, want)

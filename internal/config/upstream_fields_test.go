@@ -26,7 +26,7 @@ func TestUpstreamFieldMistakes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := "upstreams:\n  app: " + tt.up + "\nroutes: [{ name: r, upstream: app }]\n"
-			_, err := Parse("x.yaml", []byte(src))
+			_, err := ParseWith("x.yaml", []byte(src), LoadOptions{})
 			if err == nil {
 				t.Fatalf("no error, want %s", tt.want)
 			}
@@ -45,7 +45,7 @@ func TestUpstreamFieldMistakes(t *testing.T) {
 // the defaults when none is set.
 func TestUpstreamFields(t *testing.T) {
 	t.Setenv("RLPROXY_TEST_API_KEY", "s3cr3t-value")
-	c, err := Parse("x.yaml", []byte(`
+	c, err := ParseWith("x.yaml", []byte(`
 upstreams:
   plain: { url: "http://a:1" }
   app:
@@ -59,7 +59,7 @@ upstreams:
     response_headers: { set: { X-Served-By: rlproxy }, remove: [server, x-powered-by] }
   grpc: { url: "http://g:50051", protocol: h2c, host: "grpc.example:443" }
 routes: [{ name: r, upstream: app }]
-`))
+`), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

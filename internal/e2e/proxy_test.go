@@ -485,7 +485,10 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 		t.Run(st+"/disconnect", func(t *testing.T) {
 			t.Parallel()
 			in, up := e2eStart(t, st, cfg)
-			waiting := in.App.Handler().Waiting
+			waiting := func() float64 {
+				_, s := opsScrape(t, in)
+				return opsValue(t, s, "rlproxy_waiting_requests")
+			}
 			var wg sync.WaitGroup
 			for range 3 { // waits 0, 200, 400 ms
 				wg.Go(func() { rlproxytest.Get(t, nil, in.URL+"/a") })

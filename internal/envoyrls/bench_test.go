@@ -17,7 +17,7 @@ import (
 // BenchmarkShouldRateLimit is one call with one descriptor on the memory
 // store, without the network (bench/rls.sh measures it over gRPC on Redis).
 func BenchmarkShouldRateLimit(b *testing.B) {
-	cfg, err := config.Parse("rls.yaml", []byte(cfgYAML))
+	cfg, err := config.ParseWith("rls.yaml", []byte(cfgYAML), config.LoadOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -49,7 +49,7 @@ envoy_rls:
 // loopback and returns a client.
 func serve(t *testing.T, now *atomic.Int64) (rlsv3.RateLimitServiceClient, *grpc.ClientConn) {
 	t.Helper()
-	cfg, err := config.Parse("rls.yaml", []byte(cfgYAML))
+	cfg, err := config.ParseWith("rls.yaml", []byte(cfgYAML), config.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func TestUntrustedCallerIsNeverDecided(t *testing.T) {
 			t.Fatalf("untrusted caller got quota headers: %v", resp.Header)
 		}
 	}
-	if n := requests(t, in.App.Registry(), "api", "api", "allowed"); n != 0 {
+	if n := requests(t, in.Metrics(t), "api", "api", "allowed"); n != 0 {
 		t.Fatalf("untrusted callers were decided: allowed=%v", n)
 	}
 	// The trusted caller still finds the whole burst.
@@ -88,7 +88,7 @@ func TestDescribedRequest(t *testing.T) {
 	if resp, body := ask(t, nil, fa+"/api/x"); resp.StatusCode != 400 || !strings.Contains(body, "no-original-request") {
 		t.Fatalf("no URI: %d %s", resp.StatusCode, body)
 	}
-	if n := requests(t, in.App.Registry(), "login", "keyed", "rejected"); n != 1 {
+	if n := requests(t, in.Metrics(t), "login", "keyed", "rejected"); n != 1 {
 		t.Fatalf("rlproxy_requests_total{route=login,decision=rejected} = %v, want 1", n)
 	}
 }

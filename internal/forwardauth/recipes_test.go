@@ -98,7 +98,7 @@ func TestNginxRecipe(t *testing.T) {
 	ng := nginxtest.Start(t, conf)
 	checkFiveThenRefused(t, ng.URL, up)
 	// The spoofed addresses were never believed: one client, 127.0.0.1.
-	if n := requests(t, in.App.Registry(), "api", "api", "allowed"); n != 5 {
+	if n := requests(t, in.Metrics(t), "api", "api", "allowed"); n != 5 {
 		t.Fatalf("allowed = %v, want 5", n)
 	}
 	// An allowed answer carries the copied headers too.
@@ -145,7 +145,7 @@ func TestCaddyRecipe(t *testing.T) {
 	}
 	front := (&url.URL{Scheme: "http", Host: addr}).String()
 	checkFiveThenRefused(t, front, up)
-	if n := requests(t, in.App.Registry(), "api", "api", "rejected"); n != 1 {
+	if n := requests(t, in.Metrics(t), "api", "api", "rejected"); n != 1 {
 		t.Fatalf("rejected = %v, want 1", n)
 	}
 }

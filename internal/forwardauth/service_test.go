@@ -22,7 +22,7 @@ policies:
 routes:
   - {name: api, policies: [api]}
 `
-	if _, err := config.Parse("x.yaml", []byte(cfg)); err != nil {
+	if _, err := config.ParseWith("x.yaml", []byte(cfg), config.LoadOptions{}); err != nil {
 		t.Fatalf("a decision service config (listen: \"\", routes without upstream) is refused: %v", err)
 	}
 	in := rlproxytest.Start(t, cfg)

@@ -24,7 +24,7 @@ func newClock(t time.Time) *clock    { c := &clock{}; c.ns.Store(t.UnixNano()); 
 func same(id string) string          { return id }
 func limiter(t testing.TB) (*config.Config, *policy.Limiter) {
 	t.Helper()
-	cfg, err := config.Parse("live.yaml", []byte(`
+	cfg, err := config.ParseWith("live.yaml", []byte(`
 upstreams: { app: { url: "http://127.0.0.1:1" } }
 policies:
   per_ip: { algorithm: token_bucket, rate: 1r/m, burst: 2, key: ip }
@@ -33,7 +33,7 @@ routes:
   - { name: api, upstream: app, policies: [per_ip], match: { path_prefix: /api } }
   - { name: slow, upstream: app, policies: [shape] }
   - { name: open, upstream: app }
-`))
+`), config.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,14 +21,14 @@ func BenchmarkDecide(b *testing.B) {
 		{"lease", "[api, hourly, inflight]"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfg, err := config.Parse("bench.yaml", []byte(`
+			cfg, err := config.ParseWith("bench.yaml", []byte(`
 upstreams: { app: { url: "http://127.0.0.1:1" } }
 policies:
   api: { algorithm: token_bucket, rate: 1000000r/s, burst: 1000000, key: ip }
   hourly: { algorithm: fixed_window, limit: 10000000, window: 1h, key: ip, dry_run: true }
   inflight: { algorithm: concurrency, limit: 10, key: ip }
 routes: [ { name: all, upstream: app, policies: `+tc.policies+` } ]
-`))
+`), config.LoadOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}

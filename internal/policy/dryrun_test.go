@@ -33,13 +33,13 @@ func (d dryDown) Decide(ctx context.Context, cks []store.Check, now int64, out [
 // and only the dry-run policy counts as store_error. A dry-run policy's
 // own wait never delays a request (nginx limit_req_dry_run).
 func TestDryRunStoreErrorKeepsEnforcingOutcome(t *testing.T) {
-	cfg, err := config.Parse("dry.yaml", []byte(`
+	cfg, err := config.ParseWith("dry.yaml", []byte(`
 upstreams: { app: { url: "http://127.0.0.1:1" } }
 policies:
   shape: { algorithm: leaky_bucket, rate: 10r/s, burst: 5, key: ip }
   dry: { algorithm: leaky_bucket, rate: 1r/s, burst: 5, key: ip, dry_run: true }
 routes: [ { name: all, upstream: app, policies: [shape, dry] } ]
-`))
+`), config.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

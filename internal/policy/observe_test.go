@@ -60,12 +60,12 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // store answered (its context canceled) neither counts as a store error
 // nor marks the store down; a store that fails does both.
 func TestCallerLeftIsNoStoreVerdict(t *testing.T) {
-	cfg, err := config.Parse("observe.yaml", []byte(`
+	cfg, err := config.ParseWith("observe.yaml", []byte(`
 upstreams: { app: { url: "http://127.0.0.1:1" } }
 policies:
   api: { algorithm: token_bucket, rate: 10r/s, burst: 5, key: ip }
 routes: [ { name: all, upstream: app, policies: [api] } ]
-`))
+`), config.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

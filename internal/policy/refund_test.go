@@ -33,14 +33,14 @@ func refundLimiter(t *testing.T, st, floor store.Store) (*Limiter, *Route) {
 // refundLimiterOpts is refundLimiter's configuration with opts.
 func refundLimiterOpts(t *testing.T, opts Options) (*Limiter, *Route) {
 	t.Helper()
-	cfg, err := config.Parse("refund.yaml", []byte(`
+	cfg, err := config.ParseWith("refund.yaml", []byte(`
 upstreams: { app: { url: "http://127.0.0.1:1" } }
 policies:
   shape: { algorithm: leaky_bucket, rate: 10r/s, burst: 20, key: ip, fallback: { rate: 1r/m, burst: 3 } }
   hourly: { algorithm: fixed_window, limit: 100, window: 1h, key: ip, dry_run: true }
   inflight: { algorithm: concurrency, limit: 2, key: ip }
 routes: [ { name: all, upstream: app, policies: [shape, hourly, inflight] } ]
-`))
+`), config.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

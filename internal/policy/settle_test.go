@@ -16,13 +16,13 @@ import (
 // Decide (before any upstream), whatever its response would have been. A
 // policy without count_status on the same route keeps every charge.
 func TestSettleCountStatus(t *testing.T) {
-	cfg, err := config.Parse("settle.yaml", []byte(`
+	cfg, err := config.ParseWith("settle.yaml", []byte(`
 upstreams: { app: { url: "http://127.0.0.1:1" } }
 policies:
   fails: { algorithm: fixed_window, limit: 3, window: 1m, key: ip, count_status: [401] }
   all: { algorithm: fixed_window, limit: 100, window: 1m, key: ip }
 routes: [ { name: login, upstream: app, policies: [fails, all] } ]
-`))
+`), config.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,14 +78,14 @@ routes: [ { name: login, upstream: app, policies: [fails, all] } ]
 // cost 1 fits). A response cheaper than the up-front cost gives the rest
 // back; a missing value keeps the up-front cost.
 func TestSettleResponseCost(t *testing.T) {
-	cfg, err := config.Parse("cost.yaml", []byte(`
+	cfg, err := config.ParseWith("cost.yaml", []byte(`
 upstreams: { app: { url: "http://127.0.0.1:1" } }
 policies:
   tokens: { algorithm: token_bucket, rate: 1r/s, burst: 100, key: ip }
   daily: { algorithm: fixed_window, limit: 1000, window: 24h, key: ip, dry_run: true }
 routes:
   - { name: llm, upstream: app, policies: [tokens, daily], cost: 2, cost_response_header: x-tokens-used }
-`))
+`), config.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,6 @@ type Runtime struct {
 	upstreams map[string]*upstream // by route name
 	quota     *quotaEndpoint
 	noRoute   *metrics.RouteTraffic // route "-"; nil without metrics
-	ownSet    *upstreampkg.Set      // NewRuntime's servers, closed with it
 	redact    []string              // query keys the access log never shows
 }
 

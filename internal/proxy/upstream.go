@@ -25,21 +25,6 @@ import (
 	upstreampkg "rlproxy/internal/upstream"
 )
 
-// NewRuntime builds the request-path view of cfg around limiter with
-// upstream servers of its own (closed by Close): for tests and tools that
-// serve one configuration. A server uses NewRuntimeOn with a Set that
-// outlives reloads.
-func NewRuntime(cfg *config.Config, limiter *policy.Limiter, m *metrics.Metrics, log *slog.Logger) (*Runtime, error) {
-	set := NewUpstreamSet(m, log)
-	rt, err := NewRuntimeOn(set, cfg, limiter, m, log)
-	if err != nil {
-		set.Close()
-		return nil, err
-	}
-	rt.ownSet = set
-	return rt, nil
-}
-
 // NewUpstreamSet returns the upstream servers' Set whose transports this
 // package builds (newTransport), for NewRuntimeOn.
 func NewUpstreamSet(m *metrics.Metrics, log *slog.Logger) *upstreampkg.Set {
@@ -112,9 +97,6 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 // servers' connections and probers. (A Set shared across reloads closes
 // servers as reloads drop them.)
 func (rt *Runtime) Close() {
-	if rt.ownSet != nil {
-		rt.ownSet.Close()
-	}
 	if rt.quota != nil {
 		_ = rt.quota.local.Close()
 	}

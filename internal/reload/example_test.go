@@ -16,7 +16,7 @@ func ExampleWatcher() {
 		Extra: func() []string { return keysFiles },
 		Reload: func(reason string) {
 			slog.Info("reloading config", "reason", reason)
-			// cfg, err := config.Load(path); on error count a failure and keep
+			// cfg, err := config.LoadWith(path, config.LoadOptions{}); on error count a failure and keep
 			// the running config; if cfg.Digest is unchanged, do nothing.
 		},
 	})

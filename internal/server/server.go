@@ -166,12 +166,6 @@ func leasePrefix() string {
 	return hex.EncodeToString(b[:]) + ":"
 }
 
-// Handler is the public request handler (for tests that serve it themselves).
-func (a *App) Handler() *proxy.Server { return a.srv }
-
-// Registry is the Prometheus registry /metrics serves.
-func (a *App) Registry() *prometheus.Registry { return a.reg }
-
 // Config returns the configuration currently served.
 func (a *App) Config() *config.Config {
 	a.mu.Lock()
@@ -204,13 +198,19 @@ func (a *App) AdminAddr() string {
 	return a.adm.Addr()
 }
 
+// Handler returns the public request handler as the listeners serve it:
+// the proxy, marking its responses Connection: close while draining. The
+// per-connection guards (connection cap, write deadlines, the request-head
+// check) belong to the listener, outside it.
+func (a *App) Handler() http.Handler { return a.drainAware(a.srv) }
+
 // Start opens the listeners (public, over TLS when configured; admin) and
 // the reload watcher (file changes and SIGHUP), and serves in the
 // background.
 func (a *App) Start() error {
 	cfg := a.Config()
 	a.hs = &http.Server{
-		Handler:           a.drainAware(a.srv),
+		Handler:           a.Handler(),
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,

@@ -46,9 +46,6 @@ func (a *App) stopWatching() {
 	}
 }
 
-// Draining reports whether the shutdown sequence has begun (/readyz 503).
-func (a *App) Draining() bool { return a.draining.Load() }
-
 // Logger is the process log, for callers that report on the App's behalf
 // (cmd/rlproxy's signal handling).
 func (a *App) Logger() *slog.Logger { return a.log }

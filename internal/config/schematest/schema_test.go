@@ -230,7 +230,7 @@ func TestRulesAcrossFields(t *testing.T) {
 			t.Errorf("%s: valid=%v, want %v (%v)", tc.name, err == nil, tc.valid, err)
 		}
 		// Parse agrees (env-free cases).
-		if _, err := config.Parse(f, []byte(tc.src)); (err == nil) != tc.valid {
+		if _, err := config.ParseWith(f, []byte(tc.src), config.LoadOptions{}); (err == nil) != tc.valid {
 			t.Errorf("%s: Parse: %v; want valid=%v", tc.name, err, tc.valid)
 		}
 	}

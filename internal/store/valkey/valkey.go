@@ -108,10 +108,6 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 	if len(opt.Addrs) == 0 {
 		return nil, errors.New("creating valkey store: no address")
 	}
-	src, err := scriptSource()
-	if err != nil {
-		return nil, err
-	}
 	s := &Store{
 		opt: valkeygo.ClientOption{
 			InitAddress: opt.Addrs,
@@ -128,8 +124,8 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 		},
 		prefix:     opt.KeyPrefix,
 		tmo:        opt.Timeout,
-		script:     valkeygo.NewLuaScript(src),
-		sha:        sha1Hex(src),
+		script:     valkeygo.NewLuaScript(Script()),
+		sha:        ScriptSHA(),
 		connecting: make(chan struct{}, 1),
 		onTrip:     opt.OnRoundTrip,
 		topo:       topology{kick: make(chan struct{}, 1), stop: make(chan struct{})},
@@ -143,9 +139,13 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 	return s, nil
 }
 
-// scriptSource concatenates the embedded script parts into the one
-// decision script. Errors: a part missing from the embedded files.
-func scriptSource() (string, error) {
+// Script returns the decision script's source exactly as Decide sends it
+// (EVAL on NOSCRIPT): the embedded parts in order. Benchmarks that drive
+// the server directly use it too (redis-benchmark EVALSHA, bench/valkey.sh).
+// Its arguments are described in lua/dispatch.lua. It panics if a part is
+// missing from the embedded files, a build mistake every test of the
+// package would show.
+func Script() string {
 	var src strings.Builder
 	for _, name := range []string{
 		"prelude.lua",
@@ -162,25 +162,12 @@ func scriptSource() (string, error) {
 	} {
 		b, err := luaFiles.ReadFile("lua/" + name)
 		if err != nil {
-			return "", fmt.Errorf("loading script %s: %w", name, err)
+			panic(fmt.Sprintf("valkey: embedded script part %s: %v", name, err))
 		}
 		src.Write(b)
 		src.WriteByte('\n')
 	}
-	return src.String(), nil
-}
-
-// Script returns the decision script's source exactly as Decide sends it
-// (EVAL on NOSCRIPT), for benchmarks that drive the server directly
-// (redis-benchmark EVALSHA, bench/valkey.sh). Its arguments are described
-// in lua/dispatch.lua. It panics only if the embedded parts are missing,
-// which New reports as an error first.
-func Script() string {
-	src, err := scriptSource()
-	if err != nil {
-		panic(err)
-	}
-	return src
+	return src.String()
 }
 
 // ScriptSHA returns the lowercase hex SHA-1 of Script: the name Decide

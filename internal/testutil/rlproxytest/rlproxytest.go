@@ -16,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"rlproxy/internal/server"
 )
 
@@ -128,6 +132,25 @@ func (in *Instance) Rewrite(t testing.TB, yaml string) {
 	if err := os.Rename(tmp, in.ConfigPath); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Metrics scrapes the admin listener's /metrics (admin_listen must be on)
+// and parses it as a Prometheus server would: the metric families by name.
+func (in *Instance) Metrics(t testing.TB) map[string]*dto.MetricFamily {
+	t.Helper()
+	if in.AdminURL == "" {
+		t.Fatal("Metrics: the instance has no admin listener")
+	}
+	resp, body := Get(t, nil, in.AdminURL+"/metrics")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: status %d", resp.StatusCode)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	return mfs
 }
 
 // testLog sends the process log to t.Log (shown for failing or -v tests).
