@@ -24,6 +24,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"os"
 )
 
 // MaxHead bounds a held request head (or chunk trailer); a longer one is
@@ -226,7 +227,14 @@ func (c *Conn) trailer(rest []byte) bool {
 	}
 }
 
+// isTimeout reports whether err is a deadline's. net/http aborts its
+// background read with a deadline in the past on every request, so the
+// common case, os.ErrDeadlineExceeded, is tested first without the
+// reflection errors.As costs.
 func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
