@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -39,10 +40,20 @@ type TB interface {
 	Fatalf(format string, args ...any)
 }
 
-// FreeAddr returns "127.0.0.1:PORT" with a port the kernel reported free
+// PickFreeAddr returns "127.0.0.1:PORT" with a port the kernel reported free
 // just now (its pick for port 0). Another process may take the port before
-// the caller binds it; a server started on it then fails loudly. It fails
-// t if no port can be picked.
+// the caller binds it; a server started on it then fails loudly. The error
+// is net.Listen's.
+func PickFreeAddr() (string, error) {
+	a, err := pick()
+	if err != nil {
+		return "", err
+	}
+	return a.String(), nil
+}
+
+// FreeAddr is PickFreeAddr for tests: it fails t instead of returning an
+// error.
 func FreeAddr(t TB) string {
 	t.Helper()
 	a, err := pick()
@@ -154,6 +165,10 @@ func (p *Process) Err() error {
 		return nil
 	}
 }
+
+// Signal sends sig to the process; the error is os.Process.Signal's
+// (os.ErrProcessDone once it has exited).
+func (p *Process) Signal(sig os.Signal) error { return p.Cmd.Process.Signal(sig) }
 
 // Kill sends SIGKILL (an outage, not a shutdown) and waits for the process
 // to exit. Killing an exited process does nothing.
