@@ -431,10 +431,16 @@ func field[V string | []byte](h *hasher, tag []byte, present bool, v V) {
 	}
 }
 
+// sum is the first hashBytes of the MAC.
+func (h *hasher) sum() (s Sum) {
+	copy(s[:], h.mac.Sum(h.buf[:0]))
+	return s
+}
+
 // appendSum appends the first hashBytes of the MAC, in lower-case hex.
 func (h *hasher) appendSum(dst []byte) []byte {
-	sum := h.mac.Sum(h.buf[:0])
-	return hex.AppendEncode(dst, sum[:hashBytes])
+	s := h.sum()
+	return hex.AppendEncode(dst, s[:])
 }
 
 // Redact shortens an id for logs: a hashed id ("h:…", "t:…") to its form
@@ -463,28 +469,43 @@ func kindName(k config.SourceKind) string {
 	return strconv.Itoa(int(k))
 }
 
-// Credentials returns the ids Key would give a request carrying value in
-// each of the spec's credential sources (header, query, cookie, jwt), in
-// source order: a plan's key map is compiled through it so that a request
-// is matched to its plan by hashed id, never by the raw credential. It
-// returns nil for a combine spec or one without credential sources (their
-// ids are not a function of one value).
-func (e *Extractor) Credentials(value string) []string {
-	if e.combine {
-		return nil
+// Sum is the 128 bits a credential id ("h:" and 32 hex digits) spells:
+// an index of millions of credentials keeps these 16 bytes, not the id.
+type Sum [hashBytes]byte
+
+// ParseSum returns the Sum of a credential id as Key appends it ("h:" and
+// 32 hex digits); ok is false for any other id (ip, global,
+// combined). It does not allocate.
+func ParseSum(id []byte) (s Sum, ok bool) {
+	if len(id) != len("h:")+2*hashBytes || id[0] != 'h' || id[1] != ':' {
+		return s, false
 	}
-	var ids []string
+	_, err := hex.Decode(s[:], id[2:])
+	return s, err == nil
+}
+
+// Credentials appends to dst the Sum of the id Key would give a request
+// carrying value in each of the spec's credential sources (header, query,
+// cookie, jwt), in source order: a plan's credentials are compiled through
+// it so that a request is matched to its plan by hashed id, never by the
+// raw credential. It appends nothing for a combine spec or one without
+// credential sources (their ids are not a function of one value), and
+// allocates only to grow dst.
+func (e *Extractor) Credentials(dst []Sum, value string) []Sum {
+	if e.combine {
+		return dst
+	}
 	h := e.hashers.Get().(*hasher)
 	defer e.hashers.Put(h)
 	for i := range e.sources {
 		s := &e.sources[i]
 		switch s.kind {
 		case config.SourceIP, config.SourceGlobal:
-			return ids // later sources are never reached (config refuses them)
+			return dst // later sources are never reached (config refuses them)
 		}
 		h.start('h')
 		field(h, s.tag, true, strings.TrimSpace(value))
-		ids = append(ids, string(h.appendSum([]byte("h:"))))
+		dst = append(dst, h.sum())
 	}
-	return ids
+	return dst
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -447,5 +448,46 @@ func BenchmarkKey(b *testing.B) {
 				dst = e.Key(dst[:0], c.r, clientIP)
 			}
 		})
+	}
+}
+
+// TestSumOfCredentialID: the Sum Credentials gives a value is what its id
+// spells, for each source in order, and ParseSum reads it back from the
+// id Key appends; ParseSum refuses every other id.
+func TestSumOfCredentialID(t *testing.T) {
+	e, err := New(config.KeySpec{Sources: []config.Source{{Kind: config.SourceHeader, Name: "X-Key"}, {Kind: config.SourceQuery, Name: "k"}}}, config.JWT{}, []byte("secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := netip.MustParseAddr("192.0.2.1")
+	byHeader := httptest.NewRequest("GET", "/", nil)
+	byHeader.Header.Set("X-Key", "v1")
+	ids := []string{string(e.Key(nil, byHeader, ip)), string(e.Key(nil, httptest.NewRequest("GET", "/?k=v1", nil), ip))}
+	sums := e.Credentials(nil, " v1 ")
+	if len(sums) != 2 || ids[0] == ids[1] {
+		t.Fatalf("ids %q, %d sums: want 2 distinct", ids, len(sums))
+	}
+	for i, id := range ids {
+		if got := "h:" + hex.EncodeToString(sums[i][:]); got != id {
+			t.Errorf("source %d: Credentials gives %s, Key %s", i, got, id)
+		}
+		if s, ok := ParseSum([]byte(id)); !ok || s != sums[i] {
+			t.Errorf("ParseSum(%s) = %x, %v; want %x, true", id, s, ok, sums[i])
+		}
+	}
+	for _, id := range []string{"ip:192.0.2.1", "global", "t:" + ids[0][2:], "x:" + ids[0][2:], ids[0][:33], ids[0] + "0", "h:" + strings.Repeat("g", 32)} {
+		if s, ok := ParseSum([]byte(id)); ok {
+			t.Errorf("ParseSum(%s) = %x, true; want false", id, s)
+		}
+	}
+	if trimmed := e.Credentials(nil, "v1"); len(trimmed) != 2 || trimmed[0] != sums[0] || trimmed[1] != sums[1] {
+		t.Errorf("sums of v1 %x, want those of \" v1 \" %x", trimmed, sums)
+	}
+	ipFirst, err := New(config.KeySpec{Sources: []config.Source{{Kind: config.SourceIP}}}, config.JWT{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sums := ipFirst.Credentials(nil, "v1"); len(sums) != 0 {
+		t.Errorf("ip key: %d sums, want none", len(sums))
 	}
 }

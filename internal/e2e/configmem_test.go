@@ -123,12 +123,13 @@ func TestConfigMemory(t *testing.T) {
 	}
 
 	base := fleet.Start(t, 1, memConfig("keys: {}")).Procs[0]
-	basePeak, _ := memStatus(t, base.Pid())
+	basePeak, baseRSS := memStatus(t, base.Pid())
 	base.Kill()
 	p := fleet.Start(t, 1, memConfig(fmt.Sprintf("keys_file: %q", keysFile))).Procs[0]
 	peak, before := memStatus(t, p.Pid())
-	t.Logf("serving with it: peak RSS %.1f MB (%.1f MB over %.1f MB without it: %.2f× the file), RSS %.1f MB",
-		mb(peak), mb(peak-basePeak), mb(basePeak), float64(peak-basePeak)/float64(size), mb(before))
+	t.Logf("serving with it: peak RSS %.1f MB (%.1f MB over %.1f MB without it: %.2f× the file), RSS %.1f MB (%.1f MB over %.1f MB: %.2f×)",
+		mb(peak), mb(peak-basePeak), mb(basePeak), float64(peak-basePeak)/float64(size),
+		mb(before), mb(before-baseRSS), mb(baseRSS), float64(before-baseRSS)/float64(size))
 
 	// The invalid config replaces the file: the watcher reloads it.
 	head := "listen: \"127.0.0.1:0\"\nadmin_listen: \"127.0.0.1:0\"\n" + memConfig("keys:")
