@@ -390,9 +390,9 @@ type Plans struct {
 	Name string
 	// Key is where the credential comes from (e.g. header:X-API-Key).
 	Key KeySpec
-	// Keys maps credential → plan name (inline map merged with KeysFile);
+	// Keys maps credential → plan name (inline keys, then KeysFile's);
 	// nil once released (ReleaseKeys).
-	Keys map[string]string
+	Keys *Credentials
 	// KeysFile is the keys_file path resolved against the config file's
 	// directory ("" when none); its bytes are part of Config.Digest.
 	KeysFile string

@@ -115,15 +115,15 @@ func (l *Limiter) compilePlans(cp *config.Plans, cfg *config.Config) (*PlanSet, 
 	ps.fallback = ps.plans[number[cp.Default]]
 	var sums []clientkey.Sum
 	var entries []planEntry
-	for cred, pname := range cp.Keys {
+	for cred, pname := range cp.Keys.All() {
 		if sums = ex.Credentials(sums[:0], cred); len(sums) == 0 {
 			return nil, errors.New("the plan key must be a header, query, cookie or jwt source (not combine, ip or global)")
 		}
 		if entries == nil { // sized once: growing it would leave garbage as big
-			if n := len(cp.Keys) * len(sums); n > math.MaxUint32 {
+			if n := cp.Keys.Len() * len(sums); n > math.MaxUint32 {
 				return nil, fmt.Errorf("%d credential ids: more than the index holds (%d)", n, uint32(math.MaxUint32))
 			}
-			entries = make([]planEntry, 0, len(cp.Keys)*len(sums))
+			entries = make([]planEntry, 0, cp.Keys.Len()*len(sums))
 		}
 		for _, s := range sums {
 			entries = append(entries, planEntry{sum: s, plan: number[pname]})

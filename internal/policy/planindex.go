@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bytes"
 	"encoding/binary"
 	"slices"
 
@@ -19,18 +18,20 @@ type planEntry struct {
 
 // planIndex finds a credential's plan among millions with one directory
 // read and a scan of a few entries. Sums are uniform (HMAC output), so the
-// entries, sorted by sum, fall into buckets by their top bits: bucket b is
-// entries[starts[b]:starts[b+1]], about two to four entries.
+// entries, grouped by the top bits of their sum, fall into buckets of about
+// two to four entries: bucket b is entries[starts[b]:starts[b+1]].
 type planIndex struct {
 	entries []planEntry
 	starts  []uint32
 	shift   uint // 64 - the bits of the bucket number (64: one bucket)
 }
 
-// newPlanIndex sorts entries (in place: the index keeps them) and builds
-// the directory. len(entries) must fit a uint32 (PlanSet's compile checks).
+// newPlanIndex groups entries by bucket (in place: the index keeps them)
+// and builds the directory. len(entries) must fit a uint32 (PlanSet's
+// compile checks). The grouping is a one-pass in-place permutation
+// (American flag sort's), each entry swapped at most once into its bucket:
+// a comparison sort of a million entries took four times as long.
 func newPlanIndex(entries []planEntry) planIndex {
-	slices.SortFunc(entries, func(a, b planEntry) int { return bytes.Compare(a.sum[:], b.sum[:]) })
 	bits := uint(0)
 	for 4<<bits < len(entries) {
 		bits++
@@ -41,6 +42,17 @@ func newPlanIndex(entries []planEntry) planIndex {
 	}
 	for b := 1; b < len(x.starts); b++ {
 		x.starts[b] += x.starts[b-1]
+	}
+	next := slices.Clone(x.starts[:len(x.starts)-1]) // each bucket's first slot not yet filled
+	for b := range next {
+		for next[b] < x.starts[b+1] {
+			e := entries[next[b]]
+			t := x.bucket(e.sum)
+			if t != uint64(b) {
+				entries[next[b]], entries[next[t]] = entries[next[t]], e
+			}
+			next[t]++
+		}
 	}
 	return x
 }

@@ -490,13 +490,12 @@ func (a *App) Reload(reason string) {
 }
 
 // returnLoadMemory returns what a load left behind to the OS at once: a
-// big keys_file's bytes and map (released once compiled) are garbage the
-// size of the file, which would otherwise stay in the process's footprint
-// until a collection the idle heap does not trigger and the scavenger's
-// slow return (bench/configmem.sh, 1,280,000 keys: a serving RSS of 178 MB
-// after the load without it, 50 MB with it). A load
-// is rare, and a forced collection of a heap without such tables takes
-// about a millisecond.
+// big keys_file's bytes and credentials (released once compiled) are
+// garbage bigger than the file, which would otherwise stay in the
+// process's footprint until a collection the idle heap does not trigger
+// and the scavenger's slow return (bench/configmem.sh, 1,280,000 keys:
+// RSS stayed at the load's peak without it). A load is rare, and a forced
+// collection of a heap without such tables takes about a millisecond.
 func returnLoadMemory() { debug.FreeOSMemory() }
 
 // warn logs cfg's warnings: valid settings that are probably mistakes.
