@@ -3,6 +3,8 @@ package policy
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +13,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/store/memory"
 )
@@ -100,5 +103,32 @@ func benchKeysFile(b *testing.B, path string) {
 	}
 	if err := f.Close(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkPlanLookup measures a known credential's plan lookup alone,
+// from the Sum of its id to the plan number, in an index of 1,280,000
+// credentials (bench/configmem.sh's keys_file), sums cycling through 4096
+// of them.
+func BenchmarkPlanLookup(b *testing.B) {
+	const n = 1_280_000
+	entries := make([]planEntry, n)
+	for i := range entries {
+		h := sha256.Sum256(binary.BigEndian.AppendUint64(nil, uint64(i)))
+		copy(entries[i].sum[:], h[:])
+		entries[i].plan = uint32(i % 2)
+	}
+	var sums [4096]clientkey.Sum
+	for i := range sums {
+		sums[i] = entries[i*311].sum
+	}
+	x := newPlanIndex(entries)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, known := x.lookup(sums[i%len(sums)]); !known {
+			b.Fatal("not found")
+		}
+		i++
 	}
 }

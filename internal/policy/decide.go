@@ -108,10 +108,12 @@ func (l *Limiter) collect(res *Result, rt *Route, r *http.Request, ip netip.Addr
 // keyBuf), or the default plan, keyed by each policy's own key.
 func (l *Limiter) addPlan(res *Result, rt *Route, r *http.Request, ip netip.Addr) {
 	ps := rt.Plans
-	res.keyBuf = ps.key.Key(res.keyBuf[:0], r, ip)
+	var sum clientkey.Sum
+	var ok bool
+	res.keyBuf, sum, ok = ps.key.CredentialKey(res.keyBuf[:0], r, ip)
 	pols, cred := ps.fallback, []byte(nil)
-	if s, ok := clientkey.ParseSum(res.keyBuf); ok {
-		if i, known := ps.index.lookup(s); known {
+	if ok {
+		if i, known := ps.index.lookup(sum); known {
 			res.credBuf = append(res.credBuf[:0], res.keyBuf...)
 			pols, cred = ps.plans[i], res.credBuf
 		}
