@@ -162,27 +162,35 @@ func New(spec config.KeySpec, jwt config.JWT, hashSecret []byte) (*Extractor, er
 // from realip. With a reused dst the ip, global, header, query and cookie
 // paths do not allocate (a query value with %-escapes and JWT claims do).
 func (e *Extractor) Key(dst []byte, r *http.Request, clientIP netip.Addr) []byte {
+	dst, _, _ = e.CredentialKey(dst, r, clientIP)
+	return dst
+}
+
+// CredentialKey is Key, also returning the Sum a credential's id ("h:…")
+// spells, ok false for any other id (ip, global, combined): a plan index
+// looks it up without decoding the id.
+func (e *Extractor) CredentialKey(dst []byte, r *http.Request, clientIP netip.Addr) (id []byte, sum Sum, ok bool) {
 	if e.combine {
-		return e.appendTuple(dst, r, clientIP)
+		return e.appendTuple(dst, r, clientIP), sum, false
 	}
 	for i := range e.sources {
 		s := &e.sources[i]
 		switch s.kind {
 		case config.SourceIP:
-			return e.appendIP(dst, clientIP)
+			return e.appendIP(dst, clientIP), sum, false
 		case config.SourceGlobal:
-			return append(dst, "global"...)
+			return append(dst, "global"...), sum, false
 		}
 		if v, ok := e.value(s, r); ok {
 			h := e.hashers.Get().(*hasher)
 			h.start('h')
 			field(h, s.tag, true, v)
-			dst = h.appendSum(append(dst, "h:"...))
+			dst, sum = h.appendSum(append(dst, "h:"...))
 			e.hashers.Put(h)
-			return dst
+			return dst, sum, true
 		}
 	}
-	return e.appendIP(dst, clientIP)
+	return e.appendIP(dst, clientIP), sum, false
 }
 
 // appendTuple appends the "t:" id of every source together, or the ip id
@@ -211,7 +219,8 @@ func (e *Extractor) appendTuple(dst []byte, r *http.Request, clientIP netip.Addr
 	if !present {
 		return e.appendIP(dst, clientIP)
 	}
-	return h.appendSum(append(dst, "t:"...))
+	dst, _ = h.appendSum(append(dst, "t:"...))
+	return dst
 }
 
 // appendIP appends the ip id of a: unmapped, zone dropped, masked to the
@@ -431,10 +440,17 @@ func field[V string | []byte](h *hasher, tag []byte, present bool, v V) {
 	}
 }
 
-// appendSum appends the first hashBytes of the MAC, in lower-case hex.
-func (h *hasher) appendSum(dst []byte) []byte {
-	sum := h.mac.Sum(h.buf[:0])
-	return hex.AppendEncode(dst, sum[:hashBytes])
+// sum is the first hashBytes of the MAC.
+func (h *hasher) sum() (s Sum) {
+	copy(s[:], h.mac.Sum(h.buf[:0]))
+	return s
+}
+
+// appendSum appends the first hashBytes of the MAC, in lower-case hex,
+// and returns them.
+func (h *hasher) appendSum(dst []byte) ([]byte, Sum) {
+	s := h.sum()
+	return hex.AppendEncode(dst, s[:]), s
 }
 
 // Redact shortens an id for logs: a hashed id ("h:…", "t:…") to its form
@@ -463,28 +479,32 @@ func kindName(k config.SourceKind) string {
 	return strconv.Itoa(int(k))
 }
 
-// Credentials returns the ids Key would give a request carrying value in
-// each of the spec's credential sources (header, query, cookie, jwt), in
-// source order: a plan's key map is compiled through it so that a request
-// is matched to its plan by hashed id, never by the raw credential. It
-// returns nil for a combine spec or one without credential sources (their
-// ids are not a function of one value).
-func (e *Extractor) Credentials(value string) []string {
+// Sum is the 128 bits a credential id ("h:" and 32 hex digits) spells:
+// an index of millions of credentials keeps these 16 bytes, not the id.
+type Sum [hashBytes]byte
+
+// Credentials appends to dst the Sum of the id Key would give a request
+// carrying value in each of the spec's credential sources (header, query,
+// cookie, jwt), in source order: a plan's credentials are compiled through
+// it so that a request is matched to its plan by hashed id, never by the
+// raw credential. It appends nothing for a combine spec or one without
+// credential sources (their ids are not a function of one value), and
+// allocates only to grow dst.
+func (e *Extractor) Credentials(dst []Sum, value string) []Sum {
 	if e.combine {
-		return nil
+		return dst
 	}
-	var ids []string
 	h := e.hashers.Get().(*hasher)
 	defer e.hashers.Put(h)
 	for i := range e.sources {
 		s := &e.sources[i]
 		switch s.kind {
 		case config.SourceIP, config.SourceGlobal:
-			return ids // later sources are never reached (config refuses them)
+			return dst // later sources are never reached (config refuses them)
 		}
 		h.start('h')
 		field(h, s.tag, true, strings.TrimSpace(value))
-		ids = append(ids, string(h.appendSum([]byte("h:"))))
+		dst = append(dst, h.sum())
 	}
-	return ids
+	return dst
 }

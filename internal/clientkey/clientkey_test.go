@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -447,5 +448,61 @@ func BenchmarkKey(b *testing.B) {
 				dst = e.Key(dst[:0], c.r, clientIP)
 			}
 		})
+	}
+}
+
+// TestSumOfCredentialID: the Sum Credentials gives a value, for each
+// source in order, is what the id of a request carrying it spells, and
+// CredentialKey returns it with that id; for any other id it returns none.
+func TestSumOfCredentialID(t *testing.T) {
+	e, err := New(config.KeySpec{Sources: []config.Source{{Kind: config.SourceHeader, Name: "X-Key"}, {Kind: config.SourceQuery, Name: "k"}}}, config.JWT{}, []byte("secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := netip.MustParseAddr("192.0.2.1")
+	byHeader := httptest.NewRequest("GET", "/", nil)
+	byHeader.Header.Set("X-Key", "v1")
+	reqs := []*http.Request{byHeader, httptest.NewRequest("GET", "/?k=v1", nil)}
+	sums := e.Credentials(nil, " v1 ")
+	if len(sums) != 2 || sums[0] == sums[1] {
+		t.Fatalf("sums %x: want 2 distinct", sums)
+	}
+	for i, r := range reqs {
+		key := string(e.Key(nil, r, ip))
+		if want := "h:" + hex.EncodeToString(sums[i][:]); key != want {
+			t.Errorf("source %d: Key %s, Credentials' sum spells %s", i, key, want)
+		}
+		id, sum, ok := e.CredentialKey(nil, r, ip)
+		if string(id) != key || sum != sums[i] || !ok {
+			t.Errorf("source %d: CredentialKey %s, %x, %v; want %s, %x, true", i, id, sum, ok, key, sums[i])
+		}
+	}
+	if trimmed := e.Credentials(nil, "v1"); len(trimmed) != 2 || trimmed[0] != sums[0] || trimmed[1] != sums[1] {
+		t.Errorf("sums of v1 %x, want those of \" v1 \" %x", trimmed, sums)
+	}
+	combined, err := New(config.KeySpec{Combine: true, Sources: []config.Source{{Kind: config.SourceHeader, Name: "X-Key"}}}, config.JWT{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ipOnly, err := New(config.KeySpec{Sources: []config.Source{{Kind: config.SourceIP}}}, config.JWT{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		e    *Extractor
+		r    *http.Request
+		id   string
+	}{
+		{"no credential", e, httptest.NewRequest("GET", "/", nil), "ip:192.0.2.1"},
+		{"ip key", ipOnly, byHeader, "ip:192.0.2.1"},
+		{"combined", combined, byHeader, string(combined.Key(nil, byHeader, ip))},
+	} {
+		if id, sum, ok := c.e.CredentialKey(nil, c.r, ip); string(id) != c.id || sum != (Sum{}) || ok {
+			t.Errorf("%s: CredentialKey %s, %x, %v; want %s, no sum", c.name, id, sum, ok, c.id)
+		}
+		if sums := c.e.Credentials(nil, "v1"); c.e != e && len(sums) != 0 {
+			t.Errorf("%s: %d sums, want none", c.name, len(sums))
+		}
 	}
 }

@@ -390,8 +390,9 @@ type Plans struct {
 	Name string
 	// Key is where the credential comes from (e.g. header:X-API-Key).
 	Key KeySpec
-	// Keys maps credential → plan name (inline map merged with KeysFile).
-	Keys map[string]string
+	// Keys maps credential → plan name (inline keys, then KeysFile's);
+	// nil once released (ReleaseKeys).
+	Keys *Credentials
 	// KeysFile is the keys_file path resolved against the config file's
 	// directory ("" when none); its bytes are part of Config.Digest.
 	KeysFile string
@@ -400,6 +401,17 @@ type Plans struct {
 	Default string
 	// Plans maps plan name → policy names, checked together.
 	Plans map[string][]string
+}
+
+// ReleaseKeys drops every plans section's credentials (Plans.Keys, and
+// with them a flat keys_file's bytes, which they are substrings of): once
+// package policy has compiled them into its index of hashed ids nothing
+// reads them, and a serving process keeps one copy of a million
+// credentials, not two. A Config cannot be compiled again after it.
+func (c *Config) ReleaseKeys() {
+	for _, p := range c.Plans {
+		p.Keys = nil
+	}
 }
 
 // Route maps matching requests to an upstream and policies.

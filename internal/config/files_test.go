@@ -83,7 +83,7 @@ func TestPlans(t *testing.T) {
 	want := &Plans{
 		Name:     "tiers",
 		Key:      KeySpec{Sources: []Source{{Kind: SourceHeader, Name: "X-Api-Key"}}, IPv4Prefix: 32, IPv6Prefix: 128},
-		Keys:     map[string]string{"k-free-1": "free", "k-pro-1": "pro", "k-pro-2": "pro", "k-free-2": "free"},
+		Keys:     &Credentials{list: []credential{{"k-free-1", 0}, {"k-pro-1", 1}, {"k-pro-2", 1}, {"k-free-2", 0}}, plans: []string{"free", "pro"}},
 		KeysFile: filepath.Join("../../configs", "tiers.keys.yaml"),
 		Default:  "free",
 		Plans:    map[string][]string{"free": {"free_hourly", "free_daily"}, "pro": {"pro_hourly", "pro_daily"}},

@@ -2,7 +2,6 @@ package config
 
 import (
 	"encoding/binary"
-	"maps"
 	"slices"
 	"strings"
 
@@ -34,14 +33,16 @@ func (l *loader) keysFile(n *yaml.Node, field, f string, p *Plans, plans []strin
 	}
 }
 
-// hashString adds one file's bytes to the digest as hash does, in pieces:
-// converting the whole string to bytes would copy it.
+// hashString adds one file's bytes to the digest as hash does, through
+// one 64 KiB buffer: converting the whole string to bytes would copy it,
+// and converting each piece allocates one (a 51 MB file's worth of
+// garbage).
 func (l *loader) hashString(s string) {
 	l.digest.Write(binary.BigEndian.AppendUint64(nil, uint64(len(s))))
-	const chunk = 64 << 10
+	buf := make([]byte, min(64<<10, len(s)))
 	for len(s) > 0 {
-		k := min(chunk, len(s))
-		l.digest.Write([]byte(s[:k]))
+		k := copy(buf, s)
+		l.digest.Write(buf[:k])
 		s = s[k:]
 	}
 }
@@ -49,23 +50,54 @@ func (l *loader) hashString(s string) {
 // flatKeys parses data when every line is blank, a comment, or
 // `credential: plan` at column 0 with both plain scalars of safe characters
 // (flatLine). It returns false, having changed nothing, when some line is
-// not of that form: the caller then parses the file as YAML. Keys and plan
-// names are substrings of data or elements of plans: no copy per line.
+// not of that form: the caller then parses the file as YAML. Keys are
+// substrings of data: no copy per line. A valid file is read once, into a
+// slice sized once (growing one of a million leaves its smaller copies
+// behind as garbage, raising the peak), and checked for repeats after
+// (repeated); a file with a problem is read again by flatChecked, which
+// finds and words each problem as the YAML path does.
 func flatKeys(d *decoder, data string, p *Plans, plans []string, seen map[string]string) bool {
 	count, ok := flatCount(data)
 	if !ok {
 		return false
 	}
-	// Sized once: growing a map of a million keys leaves its smaller
-	// tables behind as garbage, raising the peak.
-	keys := make(map[string]string, len(p.Keys)+count)
-	maps.Copy(keys, p.Keys)
-	p.Keys = keys
-	// Lines of this file's credentials, built only once a credential repeats
-	// or fails (a valid file never pays for it): the message names the
-	// first mention, and a failed credential is still "listed" (as in the
-	// YAML path, where seen is filled before the plan is checked).
-	var first map[string]int
+	k := p.Keys
+	inline := k.Len()
+	k.list = slices.Grow(k.list, count)
+	if !flatValid(data, k, plans, seen) || repeated(k.list[inline:]) {
+		k.list = k.list[:inline]
+		flatChecked(d, data, k, plans, seen)
+	}
+	return true
+}
+
+// flatValid adds data's credentials to k until a line names an unknown
+// plan or a credential of seen (the inline keys), and reports whether none
+// did. It does not look for repeats within data.
+func flatValid(data string, k *Credentials, plans []string, seen map[string]string) bool {
+	for rest := data; rest != ""; {
+		var text string
+		text, rest, _ = strings.Cut(rest, "\n")
+		key, val, ok := flatLine(text)
+		if !ok {
+			continue // blank or comment
+		}
+		i := slices.Index(plans, val)
+		if _, dup := seen[key]; dup || i < 0 {
+			return false
+		}
+		k.add(key, i, plans)
+	}
+	return true
+}
+
+// flatChecked adds data's credentials to k and reports each problem: a
+// credential listed before (inline, or on an earlier line: the message
+// names the first mention) and an unknown plan. A credential whose plan
+// is unknown is still "listed", as in the YAML path, where seen is filled
+// before the plan is checked.
+func flatChecked(d *decoder, data string, k *Credentials, plans []string, seen map[string]string) {
+	first := map[string]int{} // this file's credential → line of its first mention
 	line := 0
 	for rest := data; rest != ""; {
 		var text string
@@ -79,40 +111,18 @@ func flatKeys(d *decoder, data string, p *Plans, plans []string, seen map[string
 			d.errorf(&yaml.Node{Line: line}, "", "credential listed twice (first at %s)", at)
 			continue
 		}
-		if first == nil && (p.Keys[key] != "" || !slices.Contains(plans, val)) {
-			first = firstLines(data, line)
+		if at, dup := first[key]; dup {
+			d.errorf(&yaml.Node{Line: line}, "", "credential listed twice (first at %s:%d)", d.file, at)
+			continue
 		}
-		if first != nil {
-			if at, dup := first[key]; dup {
-				d.errorf(&yaml.Node{Line: line}, "", "credential listed twice (first at %s:%d)", d.file, at)
-				continue
-			}
-			first[key] = line
-		}
+		first[key] = line
 		i := slices.Index(plans, val)
 		if i < 0 {
 			d.errorf(&yaml.Node{Line: line}, "", "unknown plan %q%s", val, didYouMean(val, plans))
 			continue
 		}
-		p.Keys[key] = plans[i]
+		k.add(key, i, plans)
 	}
-	return true
-}
-
-// firstLines maps each credential of data's lines before line to the line
-// of its first mention.
-func firstLines(data string, line int) map[string]int {
-	m := map[string]int{}
-	for n, rest := 1, data; n < line; n++ {
-		var text string
-		text, rest, _ = strings.Cut(rest, "\n")
-		if key, _, ok := flatLine(text); ok {
-			if _, dup := m[key]; !dup {
-				m[key] = n
-			}
-		}
-	}
-	return m
 }
 
 // flatCount reports whether every line of data is blank, a comment or a

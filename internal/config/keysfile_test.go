@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,7 +15,7 @@ import (
 func keysBoth(data string, seen map[string]string) (flat, tree *Plans, flatErrs, treeErrs []Problem, ok bool) {
 	plans := []string{"free", "pro", "true"}
 	run := func(fast bool) (*Plans, []Problem, bool) {
-		p := &Plans{Keys: map[string]string{}}
+		p := &Plans{Keys: &Credentials{}}
 		s := map[string]string{}
 		for k, v := range seen {
 			s[k] = v
@@ -48,6 +49,8 @@ func TestFlatKeysMatchesYAML(t *testing.T) {
 		"a: free\na: pro\nb: gold\nb: free\nc: prx\n",    // a repeat, an unknown plan, a repeat of a failed key
 		"x: free\ny: pro\nx: pro\ny: free\n",             // repeats found late: first lines still right
 		"inline: free\n",                                 // listed in keys: too
+		manyKeys(5000, ""),                               // valid: no repeat among thousands
+		manyKeys(5000, "k0001234: pro\n"),                // one repeat at the end, of a line far before
 	}
 	declined := []string{
 		"a: 'free'\n", "a: \"free\"\n", "a: free\n  more\n", "{a: free}\n", "- a\n", "a: &x free\nb: *x\n",
@@ -61,14 +64,56 @@ func TestFlatKeysMatchesYAML(t *testing.T) {
 			t.Errorf("%q: flat path declined", data)
 			continue
 		}
-		if !reflect.DeepEqual(f.Keys, tr.Keys) || !reflect.DeepEqual(fe, te) {
-			t.Errorf("%q:\nflat keys %v problems %v\nyaml keys %v problems %v", data, f.Keys, fe, tr.Keys, te)
+		if !slices.Equal(f.Keys.list, tr.Keys.list) || !slices.Equal(f.Keys.plans, tr.Keys.plans) || !reflect.DeepEqual(fe, te) {
+			t.Errorf("%q:\nflat keys %v problems %v\nyaml keys %v problems %v", data, *f.Keys, fe, *tr.Keys, te)
 		}
 	}
 	for _, data := range declined {
 		if _, _, _, _, ok := keysBoth(data, seen); ok {
 			t.Errorf("%q: flat path accepted a file it cannot read exactly", data)
 		}
+	}
+}
+
+// manyKeys is n distinct `credential: plan` lines, then tail.
+func manyKeys(n int, tail string) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "k%07d: %s\n", i, []string{"free", "pro"}[i%2])
+	}
+	return b.String() + tail
+}
+
+// TestRepeated: the set finds a repeat wherever it is, and none in
+// distinct credentials, for lists of 0 to 10,000.
+func TestRepeated(t *testing.T) {
+	list := func(keys ...string) []credential {
+		var l []credential
+		for _, k := range keys {
+			l = append(l, credential{key: k})
+		}
+		return l
+	}
+	for _, n := range []int{0, 1, 2, 3, 10_000} {
+		var keys []string
+		for i := range n {
+			keys = append(keys, fmt.Sprintf("c%d", i))
+		}
+		if repeated(list(keys...)) {
+			t.Errorf("%d distinct credentials: a repeat found", n)
+		}
+		if n == 0 {
+			continue
+		}
+		for _, at := range []int{0, n / 2, n - 1} {
+			withRepeat := slices.Insert(slices.Clone(keys), at, keys[n-1-at])
+			if !repeated(list(withRepeat...)) {
+				t.Errorf("%d credentials and a repeat of %q at %d: none found", n, keys[n-1-at], at)
+			}
+		}
+	}
+	if !repeated(list("a", "b", "a")) || repeated(list("a", "ab", "ba", "b")) {
+		t.Error("a, b, a: want a repeat; a, ab, ba, b: want none")
 	}
 }
 

@@ -217,7 +217,7 @@ func (l *loader) methods(n *yaml.Node, path string, m *Match) {
 
 // plans decodes one entry of `plans:`.
 func (l *loader) plans(e entry) *Plans {
-	p := &Plans{Name: e.name, Key: defaultKey(), Keys: map[string]string{}, Plans: map[string][]string{}}
+	p := &Plans{Name: e.name, Key: defaultKey(), Keys: &Credentials{}, Plans: map[string][]string{}}
 	l.decode(e.val, join("plans", e.name), e.key.Line, l.plansSection(p, e.key.Line))
 	return p
 }
@@ -292,11 +292,12 @@ func credentials(d *decoder, n *yaml.Node, path string, p *Plans, plans []string
 		if !ok {
 			continue
 		}
-		if !slices.Contains(plans, plan) {
+		i := slices.Index(plans, plan)
+		if i < 0 {
 			d.errorf(v, path, "unknown plan %q%s", plan, didYouMean(plan, plans))
 			continue
 		}
-		p.Keys[k.Value] = plan
+		p.Keys.add(k.Value, i, plans)
 	}
 }
 

@@ -1,24 +1,42 @@
 package policy
 
 import (
+	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/store/memory"
 )
 
+// benchPlanKeys is how many credentials the "plan" case's keys_file maps
+// (4 MB): enough that the plan index does not sit in the CPU caches.
+const benchPlanKeys = 100_000
+
 // BenchmarkDecide measures the decision path on the memory store, decided
 // and released per request: "plain" is an enforcing token bucket and a
 // dry-run fixed window; "lease" adds a concurrency limit (a lease id, and
-// the release round trip). Its allocs/op are the policy layer's own plus
-// the memory store's.
+// the release round trip); "plan" is a route whose only policy comes from
+// its plan, requests cycling through 1024 of benchPlanKeys known
+// credentials (the plan lookup, then a token bucket keyed by the
+// credential). Its allocs/op are the policy layer's own plus the memory
+// store's.
 func BenchmarkDecide(b *testing.B) {
-	for _, tc := range []struct{ name, policies string }{
-		{"plain", "[api, hourly]"},
-		{"lease", "[api, hourly, inflight]"},
+	keysFile := filepath.Join(b.TempDir(), "keys.yaml")
+	benchKeysFile(b, keysFile)
+	for _, tc := range []struct{ name, route string }{
+		{"plain", "policies: [api, hourly]"},
+		{"lease", "policies: [api, hourly, inflight]"},
+		{"plan", "plan: tiers"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg, err := config.ParseWith("bench.yaml", []byte(`
@@ -27,7 +45,11 @@ policies:
   api: { algorithm: token_bucket, rate: 1000000r/s, burst: 1000000, key: ip }
   hourly: { algorithm: fixed_window, limit: 10000000, window: 1h, key: ip, dry_run: true }
   inflight: { algorithm: concurrency, limit: 10, key: ip }
-routes: [ { name: all, upstream: app, policies: `+tc.policies+` } ]
+  planned: { algorithm: token_bucket, rate: 1000000r/s, burst: 1000000 }
+  anon: { algorithm: token_bucket, rate: 1r/s, burst: 1 }
+plans:
+  tiers: { key: header:X-API-Key, default: free, plans: { free: [anon], pro: [planned] }, keys_file: `+keysFile+` }
+routes: [ { name: all, upstream: app, `+tc.route+` } ]
 `), config.LoadOptions{})
 			if err != nil {
 				b.Fatal(err)
@@ -35,24 +57,78 @@ routes: [ { name: all, upstream: app, policies: `+tc.policies+` } ]
 			// The store's clock advances 1 s per decision, so no policy
 			// ever refuses however many iterations run.
 			var now int64 = 1_700_000_000_000
-			st := memory.New(memory.Options{MaxKeys: 1000, SweepInterval: -1, Clock: func() int64 { now += 1000; return now }})
+			st := memory.New(memory.Options{MaxKeys: 10_000, SweepInterval: -1, Clock: func() int64 { now += 1000; return now }})
 			defer st.Close()
 			l, err := New(cfg, Options{Store: st, LeasePrefix: "b-"})
 			if err != nil {
 				b.Fatal(err)
 			}
 			rt := l.Routes()[0]
-			r := httptest.NewRequest("GET", "/", nil)
+			var reqs [1024]*http.Request
+			for i := range reqs {
+				reqs[i] = httptest.NewRequest("GET", "/", nil)
+				reqs[i].Header.Set("X-API-Key", benchKey(i*97))
+			}
 			ip := netip.MustParseAddr("192.0.2.1")
 			ctx := context.Background()
 			var res Result
 			b.ReportAllocs()
+			i := 0
 			for b.Loop() {
-				if err := l.Decide(ctx, rt, r, ip, &res); err != nil || res.Outcome != Pass {
+				if err := l.Decide(ctx, rt, reqs[i%len(reqs)], ip, &res); err != nil || res.Outcome != Pass {
 					b.Fatal(err, res.Outcome)
 				}
 				l.Release(&res)
+				i++
 			}
 		})
+	}
+}
+
+// benchKey is the i-th credential of benchKeysFile.
+func benchKey(i int) string { return fmt.Sprintf("key-%012d", i) }
+
+// benchKeysFile writes benchPlanKeys `credential: pro` lines to path.
+func benchKeysFile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	for i := range benchPlanKeys {
+		fmt.Fprintf(w, "%s: pro\n", benchKey(i))
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkPlanLookup measures a known credential's plan lookup alone,
+// from the Sum of its id to the plan number, in an index of 1,280,000
+// credentials (bench/configmem.sh's keys_file), sums cycling through 4096
+// of them.
+func BenchmarkPlanLookup(b *testing.B) {
+	const n = 1_280_000
+	entries := make([]planEntry, n)
+	for i := range entries {
+		h := sha256.Sum256(binary.BigEndian.AppendUint64(nil, uint64(i)))
+		copy(entries[i].sum[:], h[:])
+		entries[i].plan = uint32(i % 2)
+	}
+	var sums [4096]clientkey.Sum
+	for i := range sums {
+		sums[i] = entries[i*311].sum
+	}
+	x := newPlanIndex(entries)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, known := x.lookup(sums[i%len(sums)]); !known {
+			b.Fatal("not found")
+		}
+		i++
 	}
 }

@@ -3,6 +3,9 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,32 +92,44 @@ func (l *Limiter) compileRoute(cr *config.Route, cfg *config.Config, plans map[s
 	return rt
 }
 
+// compilePlans compiles cp: its plans, numbered in name order, and the
+// index of every credential's hashed ids (one per credential source).
 func (l *Limiter) compilePlans(cp *config.Plans, cfg *config.Config) (*PlanSet, error) {
+	if cp.Keys == nil {
+		return nil, errors.New("its credentials were released (config.Config.ReleaseKeys): compile before releasing")
+	}
 	ex, err := clientkey.New(cp.Key, cfg.JWT, cfg.Store.HashSecret)
 	if err != nil {
 		return nil, err
 	}
-	ps := &PlanSet{Name: cp.Name, key: ex, byClient: make(map[string]*plan, len(cp.Keys))}
-	named := map[string]*plan{}
-	for pname, pols := range cp.Plans {
-		pl := &plan{name: pname, keyed: true}
-		for _, pn := range pols {
-			pl.policies = append(pl.policies, l.policies[pn])
+	ps := &PlanSet{Name: cp.Name, key: ex}
+	number := map[string]uint32{}
+	for _, pname := range slices.Sorted(maps.Keys(cp.Plans)) {
+		var pols []*Policy
+		for _, pn := range cp.Plans[pname] {
+			pols = append(pols, l.policies[pn])
 		}
-		named[pname] = pl
+		number[pname] = uint32(len(ps.plans))
+		ps.plans = append(ps.plans, pols)
 	}
-	def := *named[cp.Default]
-	def.keyed = false
-	ps.fallback = &def
-	for cred, pname := range cp.Keys {
-		ids := ex.Credentials(cred)
-		if len(ids) == 0 {
+	ps.fallback = ps.plans[number[cp.Default]]
+	var sums []clientkey.Sum
+	var entries []planEntry
+	for cred, pname := range cp.Keys.All() {
+		if sums = ex.Credentials(sums[:0], cred); len(sums) == 0 {
 			return nil, errors.New("the plan key must be a header, query, cookie or jwt source (not combine, ip or global)")
 		}
-		for _, id := range ids {
-			ps.byClient[id] = named[pname]
+		if entries == nil { // sized once: growing it would leave garbage as big
+			if n := cp.Keys.Len() * len(sums); n > math.MaxUint32 {
+				return nil, fmt.Errorf("%d credential ids: more than the index holds (%d)", n, uint32(math.MaxUint32))
+			}
+			entries = make([]planEntry, 0, cp.Keys.Len()*len(sums))
+		}
+		for _, s := range sums {
+			entries = append(entries, planEntry{sum: s, plan: number[pname]})
 		}
 	}
+	ps.index = newPlanIndex(entries)
 	return ps, nil
 }
 

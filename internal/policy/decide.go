@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"rlproxy/internal/algo"
+	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/store"
@@ -94,7 +95,7 @@ func (l *Limiter) collect(res *Result, rt *Route, r *http.Request, ip netip.Addr
 		return ErrNoPolicy
 	}
 	for i, p := range rt.Policies {
-		l.addItem(res, p, rt.counters[i], r, ip, "")
+		l.addItem(res, p, rt.counters[i], r, ip, nil)
 	}
 	if rt.Plans != nil {
 		l.addPlan(res, rt, r, ip)
@@ -102,23 +103,23 @@ func (l *Limiter) collect(res *Result, rt *Route, r *http.Request, ip netip.Addr
 	return nil
 }
 
+// addPlan adds the items of the client's plan: a known credential's plan,
+// keyed by the credential's id (copied to res.credBuf: addItem reuses
+// keyBuf), or the default plan, keyed by each policy's own key.
 func (l *Limiter) addPlan(res *Result, rt *Route, r *http.Request, ip netip.Addr) {
 	ps := rt.Plans
-	res.keyBuf = ps.key.Key(res.keyBuf[:0], r, ip)
-	pl, ok := ps.byClient[string(res.keyBuf)] // no allocation: map lookup by converted bytes
-	cred := ""
+	var sum clientkey.Sum
+	var ok bool
+	res.keyBuf, sum, ok = ps.key.CredentialKey(res.keyBuf[:0], r, ip)
+	pols, cred := ps.fallback, []byte(nil)
 	if ok {
-		cred = string(res.keyBuf)
-	} else {
-		pl = ps.fallback
-	}
-	for _, p := range pl.policies {
-		c := rt.planCounters[p.Name]
-		if pl.keyed {
-			l.addItem(res, p, c, r, ip, cred)
-		} else {
-			l.addItem(res, p, c, r, ip, "")
+		if i, known := ps.index.lookup(sum); known {
+			res.credBuf = append(res.credBuf[:0], res.keyBuf...)
+			pols, cred = ps.plans[i], res.credBuf
 		}
+	}
+	for _, p := range pols {
+		l.addItem(res, p, rt.planCounters[p.Name], r, ip, cred)
 	}
 }
 
@@ -126,7 +127,7 @@ func (l *Limiter) addPlan(res *Result, rt *Route, r *http.Request, ip netip.Addr
 // stage; client, when non-empty, is the client id to use instead of p's
 // own key (a known plan credential). A concurrency check of a charging
 // decision takes one lease, whatever the cost.
-func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, r *http.Request, ip netip.Addr, client string) {
+func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, r *http.Request, ip netip.Addr, client []byte) {
 	it := Item{Policy: p, counters: c}
 	for _, pfx := range p.Exempt {
 		if pfx.Contains(ip) { // exempt: passes, not counted, no check
@@ -136,7 +137,7 @@ func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, r *
 	}
 	b := append(res.keyBuf[:0], l.prefix...)
 	b = append(b, '{')
-	if client != "" {
+	if len(client) > 0 {
 		b = append(b, client...)
 	} else {
 		b = p.key.Key(b, r, ip)

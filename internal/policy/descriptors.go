@@ -46,7 +46,8 @@ func (l *Limiter) mappingCounters(cfg *config.Config) {
 func (l *Limiter) DecideKeyed(ctx context.Context, ks []Keyed, res *Result) {
 	res.reset(1)
 	for _, k := range ks {
-		l.addItem(res, k.Policy, k.Counters, nil, netip.Addr{}, k.Client)
+		res.credBuf = append(res.credBuf[:0], k.Client...)
+		l.addItem(res, k.Policy, k.Counters, nil, netip.Addr{}, res.credBuf)
 	}
 	for i := range res.Items {
 		it := &res.Items[i]

@@ -118,20 +118,16 @@ func (r *Route) Limited() bool { return len(r.Policies) > 0 || r.Plans != nil }
 // counts only some response statuses (count_status).
 func (r *Route) Settles() bool { return r.settles }
 
-// PlanSet is a compiled config.Plans: hashed credential → plan.
+// PlanSet is a compiled config.Plans: hashed credential → plan, a plan
+// being its policies. A known credential's plan is keyed by the
+// credential's id; the default plan of the others by each policy's own key
+// spec.
 type PlanSet struct {
 	Name     string
 	key      *clientkey.Extractor
-	byClient map[string]*plan // hashed client id → plan
-	fallback *plan            // the default plan
-}
-
-type plan struct {
-	name     string
-	policies []*Policy
-	// keyed reports whether the policies are keyed by the plan credential
-	// (known credential) or by their own key spec (default plan).
-	keyed bool
+	plans    [][]*Policy // numbered in name order: planEntry.plan
+	index    planIndex   // hashed credential id → plan number
+	fallback []*Policy   // the default plan
 }
 
 // Limiter decides requests for one compiled configuration. It is immutable

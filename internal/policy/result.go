@@ -116,6 +116,7 @@ type Result struct {
 	stages   [stageCount]decision // indexed by stage; stages[noStage] stays empty
 	cost     int64                // cost charged to each non-concurrency check
 	keyBuf   []byte
+	credBuf  []byte        // the client id of keyed plan items and DecideKeyed's (addItem reuses keyBuf)
 	settle   []store.Check // scratch: the checks Settle refunds, one stage at a time
 	extra    []store.Check // scratch: the checks Settle charges (a dearer response)
 	refunded bool          // Refund ran
