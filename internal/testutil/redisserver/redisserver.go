@@ -16,7 +16,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,21 +83,7 @@ func start(t testing.TB, leading, extra []string) *Server {
 		}
 		t.Skipf("skipping: redis-server not found in PATH (install redis-server, or set RLPROXY_REQUIRE_REDIS=1 to fail instead): %v", err)
 	}
-	port := netutil.FreePort(t)
-	s := &Server{
-		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		t:    t,
-		bin:  bin,
-	}
-	s.args = append(leading,
-		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--dir", t.TempDir(),
-		"--loglevel", "warning",
-	)
-	s.args = append(s.args, extra...)
+	s := &Server{t: t, bin: bin}
 	t.Cleanup(func() {
 		s.mu.Lock()
 		if s.client != nil {
@@ -105,19 +93,55 @@ func start(t testing.TB, leading, extra []string) *Server {
 		s.mu.Unlock()
 		s.Stop()
 	})
-	s.launch()
-	return s
+	dir := t.TempDir()
+	// A free port can be taken by another process (a parallel test, a
+	// package run alongside) before redis-server binds it: that start is
+	// retried on a new port, any other failure is not.
+	for attempt := 1; ; attempt++ {
+		port := strconv.Itoa(netutil.FreePort(t))
+		s.Addr = net.JoinHostPort("127.0.0.1", port)
+		s.args = append(slices.Clone(leading),
+			"--port", port,
+			"--bind", "127.0.0.1",
+			"--save", "",
+			"--appendonly", "no",
+			"--dir", dir,
+			"--loglevel", "warning",
+		)
+		s.args = append(s.args, extra...)
+		log, exited := s.tryLaunch()
+		if !exited {
+			return s
+		}
+		if attempt == maxStartAttempts || !strings.Contains(log, "Address already in use") {
+			t.Fatalf("redis-server on %s exited during start:\n%s", s.Addr, log)
+		}
+	}
 }
+
+// maxStartAttempts bounds the ports Start tries when each is taken before
+// redis-server binds it.
+const maxStartAttempts = 5
 
 // launch starts the process and waits for PING. The caller must not hold mu.
 func (s *Server) launch() {
 	s.t.Helper()
+	if log, exited := s.tryLaunch(); exited {
+		s.t.Fatalf("redis-server on %s exited during start:\n%s", s.Addr, log)
+	}
+}
+
+// tryLaunch starts the process and waits for PING; if the process exits
+// first it returns its log and exited true. Other failures fail the test.
+// The caller must not hold mu.
+func (s *Server) tryLaunch() (log string, exited bool) {
+	s.t.Helper()
 	cmd := exec.Command(s.bin, s.args...)
-	// The log is shown only when the server fails to start; read it only
-	// after exited is closed (Wait has finished copying it).
-	var log bytes.Buffer
-	cmd.Stdout = &log
-	cmd.Stderr = &log
+	// The log is read only after exited is closed (Wait has finished
+	// copying it).
+	var buf bytes.Buffer
+	cmd.Stdout = &buf
+	cmd.Stderr = &buf
 	proc, err := netutil.Start(cmd) // the exit status of a killed server is expected
 	if err != nil {
 		s.t.Fatalf("starting redis-server: %v", err)
@@ -131,10 +155,14 @@ func (s *Server) launch() {
 	err = netutil.Poll(ctx, proc.Exited(), netutil.PollInterval, func() error { return ping(s.Addr) })
 	switch {
 	case errors.Is(err, netutil.ErrExited):
-		s.t.Fatalf("redis-server on %s exited during start:\n%s", s.Addr, log.String())
+		s.mu.Lock()
+		s.proc = nil
+		s.mu.Unlock()
+		return buf.String(), true
 	case err != nil:
 		s.t.Fatalf("redis-server on %s did not answer PING within %v", s.Addr, startTimeout)
 	}
+	return "", false
 }
 
 // ping sends a raw RESP PING and expects +PONG, without any client library
