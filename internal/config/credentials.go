@@ -9,7 +9,9 @@ import (
 // then the keys_file's, in file order: one slice of 24 bytes a credential,
 // where a map[string]string took about 55 (bench/configmem.sh). A flat
 // keys_file's credentials are substrings of its bytes, never copies.
-// Repeats are refused as they are added, so it holds each credential once.
+// A repeated credential is refused (inline ones as they are added, a flat
+// keys_file's by one check after reading it), so a valid config holds each
+// credential once.
 type Credentials struct {
 	list  []credential
 	plans []string // the section's plan names: credential.plan indexes it
