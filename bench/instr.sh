@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# bench/instr.sh — instructions per request: a deterministic A/B of rlproxy
+# builds (valgrind cachegrind). See bench/README.md, "Instructions per request".
+#
+#   bench/instr.sh REV|BIN|. ...      e.g. bench/instr.sh 78db09d .
+#
+# Each argument is a git revision (built from `git archive`), a built rlproxy
+# binary, or "." (the working tree). The first is the base of the ratios.
+# Each measurement runs one rlproxy under cachegrind twice, serving
+# INSTR_N1 and INSTR_N1 + INSTR_N requests (bench/cmd/fixedload, 4 keep-alive
+# connections, bench/upstream behind it); the difference of the two
+# instruction totals over INSTR_N is the instructions per request, with
+# start-up and shutdown cancelled out. A round measures every build on every
+# configuration, builds in a new random order each round.
+#
+# Settings (environment):
+#   INSTR_CONFIGS=nopolicy,memory  names of bench/configs/rlproxy-NAME.yaml
+#                                  (valkey: a redis-server is started)
+#   INSTR_ROUNDS=5                 rounds (median and spread reported)
+#   INSTR_N1=2000 INSTR_N=10000    requests of the short run; measured requests
+#   INSTR_GOGC=100                 the proxy's GOGC (off: the mutator alone)
+#   INSTR_OUT=                     also write the Markdown report to this file
+#
+# Why instructions: on this project's 2-core VM one wrk round of the same
+# binary ranges 12,000–25,000 req/s, so req/s over 5–13 rounds cannot resolve
+# 5 %; the instruction count of the same binary repeats within about 0.5 %
+# (with GOGC=off within 0.1 %). It counts work, not time: cache misses, lock
+# waits and syscall latency are not in it, so it complements bench/run.sh.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+(($#)) || { sed -n 2,12p "$0" >&2; exit 2; }
+command -v valgrind >/dev/null || {
+	echo "installing valgrind" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
+}
+configs=${INSTR_CONFIGS:-nopolicy,memory}
+rounds=${INSTR_ROUNDS:-5} n1=${INSTR_N1:-2000} n=${INSTR_N:-10000} gogc=${INSTR_GOGC:-100}
+
+bin=$here/.bin
+mkdir -p "$bin"
+(cd "$here" && go build -o "$bin/upstream" ./upstream && go build -o "$bin/fixedload" ./cmd/fixedload)
+
+# build ARG: prints the path of the rlproxy binary ARG names.
+build() {
+	if [[ $1 == . ]]; then
+		(cd "$root" && go build -o "$bin/rlproxy-worktree" ./cmd/rlproxy)
+		echo "$bin/rlproxy-worktree"
+	elif [[ -x $1 && -f $1 ]]; then
+		echo "$1"
+	else
+		local rev src
+		rev=$(git -C "$root" rev-parse --short "$1")
+		if [[ ! -x $bin/rlproxy-$rev ]]; then
+			src=$(mktemp -d /tmp/rlinstr-src.XXXXXX)
+			git -C "$root" archive "$rev" | tar -x -C "$src"
+			(cd "$src" && go build -o "$bin/rlproxy-$rev" ./cmd/rlproxy)
+			rm -rf "$src"
+		fi
+		echo "$bin/rlproxy-$rev"
+	fi
+}
+
+labels=() bins=()
+for a in "$@"; do
+	bins+=("$(build "$a")")
+	labels+=("$a")
+done
+
+run_dir=$(mktemp -d /tmp/rlinstr.XXXXXX)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	rm -rf "$run_dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+up_port=$("$bin/fixedload" -free-port)
+"$bin/upstream" -listen "127.0.0.1:$up_port" >/dev/null 2>&1 &
+pids+=($!)
+valkey_port=
+if [[ ,$configs, == *,valkey,* ]]; then
+	valkey_port=$("$bin/fixedload" -free-port)
+	redis-server --port "$valkey_port" --bind 127.0.0.1 --save "" --appendonly no >/dev/null &
+	pids+=($!)
+fi
+
+# config NAME PORT BIN: writes NAME's config for BIN listening on PORT and
+# prints its path. shutdown_delay 0s where BIN knows it (builds before it
+# do not wait anyway).
+config() {
+	local f=$run_dir/$1-$2.yaml
+	sed -e "s/127\.0\.0\.1:18180/127.0.0.1:$2/; s/127\.0\.0\.1:18100/127.0.0.1:$up_port/" \
+		-e "s/127\.0\.0\.1:18379/127.0.0.1:${valkey_port:-18379}/; s/^admin_listen: .*/admin_listen: \"\"/" \
+		"$here/configs/rlproxy-$1.yaml" >"$f"
+	if ! grep -q '^server:' "$f"; then
+		cp "$f" "$f.try"
+		printf 'server:\n  shutdown_delay: 0s\n' >>"$f.try"
+		if "$3" validate -config "$f.try" >/dev/null 2>&1; then mv "$f.try" "$f"; fi
+	fi
+	echo "$f"
+}
+
+# instructions CFG BIN REQUESTS: total instructions BIN executes serving
+# REQUESTS requests on CFG, start to exit.
+instructions() {
+	local port out p
+	port=$(sed -n 's/^listen: "127\.0\.0\.1:\([0-9]*\)"/\1/p' "$1")
+	out=$run_dir/cg.out
+	GOGC=$gogc GODEBUG=asyncpreemptoff=1 GOMAXPROCS=1 valgrind --tool=cachegrind --cache-sim=no \
+		--cachegrind-out-file="$out" "$2" -config "$1" >"$run_dir/log" 2>&1 &
+	p=$!
+	pids+=($p)
+	"$bin/fixedload" -url "http://127.0.0.1:$port/bench" -n "$3" -c 4
+	kill -TERM "$p"
+	wait "$p" || true
+	awk '/^summary:/ {print $2}' "$out"
+}
+
+raw=$run_dir/raw.txt
+for r in $(seq 1 "$rounds"); do
+	for cfg in ${configs//,/ }; do
+		for i in $(seq 0 $((${#bins[@]} - 1)) | shuf); do
+			port=$("$bin/fixedload" -free-port)
+			f=$(config "$cfg" "$port" "${bins[$i]}")
+			a=$(instructions "$f" "${bins[$i]}" "$n1")
+			b=$(instructions "$f" "${bins[$i]}" $((n1 + n)))
+			echo "$r $cfg $i $(((b - a) / n))" | tee -a "$raw" >&2
+		done
+	done
+done
+
+# median: the median of the numbers on stdin, one per line.
+median() {
+	sort -g | awk '{x[NR] = $1} END {if (NR % 2) print x[(NR + 1) / 2]; else print (x[NR / 2] + x[NR / 2 + 1]) / 2}'
+}
+
+# row CFG I: one report row for build I on CFG.
+row() {
+	local vals ratios
+	vals=$(awk -v c="$1" -v i="$2" '$2 == c && $3 == i {print $4}' "$raw")
+	ratios=$(awk -v c="$1" -v i="$2" '$2 == c && $3 == 0 {b[$1] = $4} $2 == c && $3 == i {v[$1] = $4}
+		END {for (r in v) if (r in b) printf "%.4f\n", v[r] / b[r]}' "$raw")
+	printf '| %s | %s | %.0f | %s–%s | %.3f |\n' "$1" "${labels[$2]}" "$(median <<<"$vals")" \
+		"$(sort -n <<<"$vals" | head -n1)" "$(sort -n <<<"$vals" | tail -n1)" "$(median <<<"$ratios")"
+}
+
+report() {
+	echo "## Instructions per request ($(date -u +%Y-%m-%dT%H:%MZ), GOGC=$gogc, $rounds rounds, $n requests each)"
+	echo
+	echo "| config | build | median instr/req | min–max | ÷ ${labels[0]} (median of per-round ratios) |"
+	echo "|---|---|--:|---|--:|"
+	for cfg in ${configs//,/ }; do
+		for i in $(seq 0 $((${#bins[@]} - 1))); do row "$cfg" "$i"; done
+	done
+}
+report
+if [[ -n ${INSTR_OUT:-} ]]; then
+	{ report; echo; echo "Raw (round config build instr/req):"; echo; sed 's/^/    /' "$raw"; } >"$INSTR_OUT"
+fi
