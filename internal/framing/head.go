@@ -78,9 +78,10 @@ func (h *headInfo) field(line []byte) {
 		h.odd = true // net/http refuses it
 		return
 	}
-	name, value := line[:colon], bytes.Trim(line[colon+1:], " \t")
+	name := line[:colon]
 	switch {
 	case equalFold(name, "content-length"):
+		value := bytes.Trim(line[colon+1:], " \t")
 		n, err := strconv.ParseUint(string(value), 10, 63)
 		if err != nil || h.cl && int64(n) != h.length {
 			h.odd = true // net/http refuses it

@@ -22,7 +22,7 @@ import (
 // send_timeout). Both are read on every use, so a reload changes them for
 // new connections and new writes.
 //
-// The write deadline moves before every Write of the connection — the
+// The write deadline is checked before every Write of the connection — the
 // response writer's, HTTP/2's frame writer's, TLS records' and, after an
 // Upgrade, ReverseProxy's copy to the client — so it bounds the time one
 // write waits for the client to accept bytes, never a whole response: a
@@ -39,6 +39,7 @@ type limitListener struct {
 	max          atomic.Int64 // cap on open connections
 	writeTimeout atomic.Int64 // time.Duration; 0 = no write deadline
 	open         atomic.Int64
+	epoch        time.Time // limitConn.until counts from here (monotonic)
 	m            metrics.ListenerCounters
 	log          *slog.Logger
 
@@ -53,7 +54,7 @@ const refusalLogEvery = 10 * time.Second
 
 // newLimitListener wraps ln with the bounds of s.
 func newLimitListener(ln net.Listener, s config.Server, m metrics.ListenerCounters, log *slog.Logger) *limitListener {
-	l := &limitListener{Listener: ln, m: m, log: log}
+	l := &limitListener{Listener: ln, epoch: time.Now(), m: m, log: log}
 	l.set(s)
 	return l
 }
@@ -111,12 +112,19 @@ type limitConn struct {
 	l        *limitListener
 	closed   atomic.Bool
 	timedOut atomic.Bool
+	// until is the write deadline armWrite last set, as time since
+	// l.epoch (monotonic); 0 = none of ours (another was set since).
+	until atomic.Int64
 }
 
-// Write moves the write deadline to now + write_timeout, then writes.
+// writeSlack is how much further than write_timeout armWrite sets the
+// deadline: 1/8 of it.
+const writeSlack = 8
+
+// Write makes the write deadline at least now + write_timeout, then writes.
 func (c *limitConn) Write(p []byte) (int, error) {
 	if d := time.Duration(c.l.writeTimeout.Load()); d > 0 {
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(d))
+		c.armWrite(d)
 	}
 	n, err := c.Conn.Write(p)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && c.timedOut.CompareAndSwap(false, true) {
@@ -133,6 +141,44 @@ func (c *limitConn) Write(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// armWrite makes the write deadline between d and d + d/8 from now. It
+// moves the deadline only when it is outside that span, and then to
+// now + d + d/8: moving it on every write (a timer change each time) cost
+// about 1,000 instructions per request (bench/instr.sh), and this way it
+// moves at most once per d/8 of a connection's writing. A write that
+// blocks is cut after between d and 9/8·d; a reload to a shorter d applies
+// at the next write.
+func (c *limitConn) armWrite(d time.Duration) {
+	now := time.Now()
+	at := now.Sub(c.l.epoch)
+	ahead := d + d/writeSlack
+	if until := time.Duration(c.until.Load()); at+d <= until && until <= at+ahead {
+		return
+	}
+	c.until.Store(int64(at + ahead))
+	_ = c.Conn.SetWriteDeadline(now.Add(ahead))
+}
+
+// SetWriteDeadline sets another write deadline (a TLS handshake's, a
+// hijacker's); the next Write sets write_timeout's again. Clearing it
+// (the zero time) while write_timeout is on keeps ours instead: net/http
+// clears the write deadline after every request, and the next Write would
+// set ours again anyway; on an idle connection it bounds nothing.
+func (c *limitConn) SetWriteDeadline(t time.Time) error {
+	if t.IsZero() && c.l.writeTimeout.Load() > 0 {
+		return nil
+	}
+	c.until.Store(0)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline sets both deadlines; the next Write sets write_timeout's
+// again.
+func (c *limitConn) SetDeadline(t time.Time) error {
+	c.until.Store(0)
+	return c.Conn.SetDeadline(t)
 }
 
 // Close closes the connection and frees its place under the cap (once,

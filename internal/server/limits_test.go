@@ -135,6 +135,87 @@ func TestWriteTimeoutIsPerWrite(t *testing.T) {
 	}
 }
 
+// deadlineCounter counts the write deadlines set on its connection.
+type deadlineCounter struct {
+	net.Conn
+	n int
+}
+
+func (c *deadlineCounter) SetWriteDeadline(t time.Time) error {
+	c.n++
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// TestWriteDeadlineMovesRarely: writes in quick succession set the write
+// deadline once (it is moved only when less than write_timeout is left),
+// and net/http clearing it between requests does not undo it; a write
+// after write_timeout/8 has passed moves it again, and so does one after
+// another deadline was set or after a reload shortened the timeout.
+func TestWriteDeadlineMovesRarely(t *testing.T) {
+	server, client := loopbackPair(t)
+	go func() { _, _ = io.Copy(io.Discard, client) }()
+	l := newLimitListener(nil, config.Server{WriteTimeout: 2 * time.Second, MaxConnections: 1},
+		metrics.NewListeners(prometheus.NewRegistry()).For("public"), slog.New(slog.DiscardHandler))
+	dc := &deadlineCounter{Conn: server}
+	c := &limitConn{Conn: dc, l: l}
+	write := func() {
+		t.Helper()
+		if _, err := c.Write([]byte("0123456789")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 1000 { // well within the 250 ms slack
+		write()
+	}
+	if dc.n != 1 {
+		t.Fatalf("1000 writes set the deadline %d times, want 1", dc.n)
+	}
+	time.Sleep(400 * time.Millisecond) // past the slack: less than 2 s left
+	write()
+	if dc.n != 2 {
+		t.Errorf("a write 400 ms later: %d deadlines set, want 2", dc.n)
+	}
+	_ = c.SetWriteDeadline(time.Time{}) // net/http's after each request: ours stays
+	write()
+	if dc.n != 2 {
+		t.Errorf("a write after clearing the deadline: %d deadlines set, want 2", dc.n)
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(time.Hour)) // someone else's
+	write()
+	if dc.n != 4 {
+		t.Errorf("a write after another deadline: %d deadlines set, want 4", dc.n)
+	}
+	l.writeTimeout.Store(int64(500 * time.Millisecond)) // a reload
+	write()
+	if dc.n != 5 {
+		t.Errorf("a write after write_timeout shrank: %d deadlines set, want 5", dc.n)
+	}
+	l.writeTimeout.Store(0) // off: a clear is a clear
+	_ = c.SetWriteDeadline(time.Time{})
+	if dc.n != 6 {
+		t.Errorf("clearing with write_timeout off: %d deadlines set, want 6", dc.n)
+	}
+}
+
+// loopbackPair returns both ends of a loopback TCP connection.
+func loopbackPair(t *testing.T) (server, client net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if server, err = ln.Accept(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+	return server, client
+}
+
 // TestMaxConnections: with 3 connections open the 4th is closed at accept
 // and counted; once one closes, a new one is served.
 func TestMaxConnections(t *testing.T) {

@@ -29,6 +29,12 @@ type roundRobin struct {
 func newRoundRobin(n int) *roundRobin { return &roundRobin{current: make([]int64, n)} }
 
 func (b *roundRobin) pick(p *Pool, now int64, tried uint64, _ uint32) int {
+	if len(p.servers) == 1 { // the one-server pool (url:): no weights to balance
+		if ok, _ := p.servers[0].eligible(now); ok && tried == 0 {
+			return 0
+		}
+		return -1
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.pickLocked(p, now, tried, func(int) bool { return true })

@@ -140,8 +140,10 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		tried   uint64
 		lastErr error
 	)
-	for attempt := 0; ; attempt++ {
-		i := p.pick(p.now().UnixNano(), tried, hash)
+	// now is the attempt's start: the request's for the first (one clock
+	// read fewer on every request), the failure's for a retry.
+	for attempt, now := 0, start; ; attempt++ {
+		i := p.pick(now.UnixNano(), tried, hash)
 		if i < 0 && lastErr != nil {
 			return nil, lastErr
 		}
@@ -153,11 +155,11 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		tried |= 1 << i
 		s := p.servers[i]
-		resp, err := p.send(s, req, x)
+		resp, err := p.send(s, req, x, now)
 		if err == nil {
 			return resp, nil
 		}
-		now := p.now()
+		now = p.now()
 		if req.Context().Err() != nil { // the client left: not the server's fault
 			return nil, err
 		}
@@ -198,14 +200,13 @@ func (p *Pool) pick(now int64, tried uint64, hash uint32) int {
 	}
 }
 
-// send makes one attempt on s.
-func (p *Pool) send(s *Server, req *http.Request, x *Exchange) (*http.Response, error) {
+// send makes one attempt on s, starting at t0.
+func (p *Pool) send(s *Server, req *http.Request, x *Exchange, t0 time.Time) (*http.Response, error) {
 	req.URL.Host = s.url.Host
 	if p.hostUpstream {
 		req.Host = s.url.Host
 	}
 	s.inflight.Add(1)
-	t0 := p.now()
 	resp, err := s.transport.RoundTrip(req)
 	d := p.now().Sub(t0)
 	if p.traffic.Duration != nil {
