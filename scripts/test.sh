@@ -36,6 +36,11 @@ if ! command -v goreleaser >/dev/null; then
   echo "== installing goreleaser (go install, a few minutes the first time)"
   GOFLAGS= go install github.com/goreleaser/goreleaser/v2@v2.15.1
 fi
+# grpcurl (internal/envoyrls: the RLS through server reflection), likewise.
+if ! command -v grpcurl >/dev/null; then
+  echo "== installing grpcurl (go install)"
+  GOFLAGS= go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4
+fi
 # Tests that need these tools fail instead of skipping when this is set.
 export RLPROXY_REQUIRE_REDIS=1 RLPROXY_REQUIRE_TOOLS=1 RLPROXY_REQUIRE_NGINX=1
 
