@@ -41,6 +41,11 @@ if ! command -v grpcurl >/dev/null; then
   echo "== installing grpcurl (go install)"
   GOFLAGS= go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4
 fi
+# helm (deploy/: `helm lint`, `helm template`), the version deploy/go.mod links.
+if ! command -v helm >/dev/null; then
+  echo "== installing helm (go install, about 2 minutes the first time)"
+  GOFLAGS= go install helm.sh/helm/v3/cmd/helm@v3.22.0
+fi
 # Tests that need these tools fail instead of skipping when this is set.
 export RLPROXY_REQUIRE_REDIS=1 RLPROXY_REQUIRE_TOOLS=1 RLPROXY_REQUIRE_NGINX=1
 
