@@ -137,30 +137,53 @@ func TestKustomize(t *testing.T) {
 	checkSecretKeys(t, demo.secrets[0], demo.deployments[0])
 }
 
+// helmCase is one set of chart values and what its rendering must hold.
+type helmCase struct {
+	name     string
+	values   map[string]any
+	replicas int32
+	monitors int
+}
+
+// helmCases are the chart's defaults and a non-default set.
+var helmCases = []helmCase{
+	{"defaults", nil, 2, 0},
+	{"custom", map[string]any{
+		"replicaCount":   3,
+		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+		"extraEnv":       []any{map[string]any{"name": "GOMAXPROCS", "value": "2"}},
+		"image":          map[string]any{"tag": "0.3.1"},
+	}, 3, 1},
+}
+
+// checkHelm asserts what a rendering of the chart with c.values must hold.
+func checkHelm(t *testing.T, c helmCase, o *objects) {
+	t.Helper()
+	if len(o.deployments) != 1 || len(o.serviceMonitors) != c.monitors {
+		t.Fatalf("%d deployments, %d servicemonitors; want 1, %d", len(o.deployments), len(o.serviceMonitors), c.monitors)
+	}
+	checkRlproxy(t, c.name, o, o.deployments[0], c.replicas)
+	if c.name == "custom" {
+		ct := o.deployments[0].Spec.Template.Spec.Containers[0]
+		if ct.Image != "ghcr.io/rlproxy/rlproxy:0.3.1" || !slices.ContainsFunc(ct.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMAXPROCS" && e.Value == "2" }) {
+			t.Errorf("custom values not applied: image %q env %+v", ct.Image, ct.Env)
+		}
+		if o.serviceMonitors[0].Labels["release"] != "prom" {
+			t.Errorf("servicemonitor labels %v", o.serviceMonitors[0].Labels)
+		}
+	}
+}
+
 // TestHelmChart renders the chart with its defaults and with non-default
-// values, and runs helm's own linter on it (helm lint, strict: warnings
-// fail too).
+// values through helm's Go library, and runs helm's own linter on it (as a
+// library; TestHelmCLI runs the helm binary): warnings fail too.
 func TestHelmChart(t *testing.T) {
 	const dir = "helm/rlproxy"
 	chart, err := loader.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		name     string
-		values   map[string]any
-		replicas int32
-		monitors int
-	}{
-		{"defaults", nil, 2, 0},
-		{"custom", map[string]any{
-			"replicaCount":   3,
-			"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
-			"extraEnv":       []any{map[string]any{"name": "GOMAXPROCS", "value": "2"}},
-			"image":          map[string]any{"tag": "0.3.1"},
-		}, 3, 1},
-	}
-	for _, c := range cases {
+	for _, c := range helmCases {
 		t.Run(c.name, func(t *testing.T) {
 			vals, err := chartutil.ToRenderValues(chart, c.values, chartutil.ReleaseOptions{Name: "edge", Namespace: "default", IsInstall: true}, chartutil.DefaultCapabilities)
 			if err != nil {
@@ -181,20 +204,7 @@ func TestHelmChart(t *testing.T) {
 					fmt.Fprintf(&stream, "\n---\n%s", files[n])
 				}
 			}
-			o := decodeAll(t, c.name, stream.Bytes())
-			if len(o.deployments) != 1 || len(o.serviceMonitors) != c.monitors {
-				t.Fatalf("%d deployments, %d servicemonitors; want 1, %d", len(o.deployments), len(o.serviceMonitors), c.monitors)
-			}
-			checkRlproxy(t, c.name, o, o.deployments[0], c.replicas)
-			if c.name == "custom" {
-				ct := o.deployments[0].Spec.Template.Spec.Containers[0]
-				if ct.Image != "ghcr.io/rlproxy/rlproxy:0.3.1" || !slices.ContainsFunc(ct.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMAXPROCS" && e.Value == "2" }) {
-					t.Errorf("custom values not applied: image %q env %+v", ct.Image, ct.Env)
-				}
-				if o.serviceMonitors[0].Labels["release"] != "prom" {
-					t.Errorf("servicemonitor labels %v", o.serviceMonitors[0].Labels)
-				}
-			}
+			checkHelm(t, c, decodeAll(t, c.name, stream.Bytes()))
 		})
 	}
 	res := lint.All(dir, nil, "default", false)

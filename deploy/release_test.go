@@ -4,6 +4,7 @@ package deploy_test
 // each checked by the tool that will use it.
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,9 +13,10 @@ import (
 	"testing"
 )
 
-// needTool returns the path of a command, or skips the test — failing
-// instead when RLPROXY_REQUIRE_TOOLS=1 (scripts/test.sh, CI), so a missing
-// install step cannot pass silently.
+// needTool returns the path of a command, or skips the test, the reason
+// also printed on stderr (seen under -v and when go test runs in deploy/
+// without arguments) — failing instead when RLPROXY_REQUIRE_TOOLS=1
+// (scripts/test.sh, CI), so a missing install step cannot pass silently.
 func needTool(t *testing.T, name, install string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
@@ -24,6 +26,7 @@ func needTool(t *testing.T, name, install string) string {
 	if os.Getenv("RLPROXY_REQUIRE_TOOLS") == "1" {
 		t.Fatalf("%s not found (%s)", name, install)
 	}
+	fmt.Fprintf(os.Stderr, "SKIP %s: %s not on PATH, this test did NOT run (install: %s)\n", t.Name(), name, install)
 	t.Skipf("%s not found (%s)", name, install)
 	return ""
 }

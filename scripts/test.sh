@@ -36,6 +36,16 @@ if ! command -v goreleaser >/dev/null; then
   echo "== installing goreleaser (go install, a few minutes the first time)"
   GOFLAGS= go install github.com/goreleaser/goreleaser/v2@v2.15.1
 fi
+# grpcurl (internal/envoyrls: the RLS through server reflection), likewise.
+if ! command -v grpcurl >/dev/null; then
+  echo "== installing grpcurl (go install)"
+  GOFLAGS= go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4
+fi
+# helm (deploy/: `helm lint`, `helm template`), the version deploy/go.mod links.
+if ! command -v helm >/dev/null; then
+  echo "== installing helm (go install, about 2 minutes the first time)"
+  GOFLAGS= go install helm.sh/helm/v3/cmd/helm@v3.22.0
+fi
 # Tests that need these tools fail instead of skipping when this is set.
 export RLPROXY_REQUIRE_REDIS=1 RLPROXY_REQUIRE_TOOLS=1 RLPROXY_REQUIRE_NGINX=1
 

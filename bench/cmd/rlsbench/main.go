@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -53,20 +52,22 @@ descriptors:
 `
 
 type options struct {
-	rlproxy, ratelimit, out string
-	duration, warmup        time.Duration
-	workers, keys           int
+	rlproxy, ratelimit, out, note string
+	duration, warmup              time.Duration
+	workers, keys, rounds         int
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.rlproxy, "rlproxy", "", "rlproxy binary")
 	flag.StringVar(&o.ratelimit, "ratelimit", "", "envoyproxy/ratelimit binary (src/service_cmd)")
-	flag.StringVar(&o.out, "out", "", "also write the markdown table to this file")
-	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured run per service")
-	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured run before it")
+	flag.StringVar(&o.out, "out", "", "also write the markdown report to this file")
+	flag.StringVar(&o.note, "note", "", "a sentence for the report's header (e.g. how the processes were pinned)")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured run per service and round")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured run before each measured one")
 	flag.IntVar(&o.workers, "workers", 32, "concurrent callers (one gRPC connection)")
 	flag.IntVar(&o.keys, "keys", 1000, "distinct remote_address values, cycled")
+	flag.IntVar(&o.rounds, "rounds", 1, "rounds; each measures both services, their order alternating")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "rlsbench:", err)
@@ -74,9 +75,12 @@ func main() {
 	}
 }
 
+// service is one RLS under test.
+type service struct{ name, addr string }
+
 func run(o options) error {
-	if o.rlproxy == "" || o.ratelimit == "" {
-		return errors.New("want -rlproxy BIN and -ratelimit BIN")
+	if o.rlproxy == "" || o.ratelimit == "" || o.rounds < 1 {
+		return errors.New("want -rlproxy BIN, -ratelimit BIN and -rounds >= 1")
 	}
 	dir, err := os.MkdirTemp("", "rlsbench")
 	if err != nil {
@@ -90,44 +94,75 @@ func run(o options) error {
 			_ = p.Wait()
 		}
 	}()
+	services, procs, err := startAll(dir, o)
+	if err != nil {
+		return err
+	}
+	results, err := rounds(services, o)
+	if err != nil {
+		return err
+	}
+	md := report(services, results, o)
+	fmt.Print(md)
+	if o.out != "" {
+		return os.WriteFile(o.out, []byte(md), 0o644)
+	}
+	return nil
+}
+
+// startAll starts redis-server, rlproxy and envoyproxy/ratelimit on free
+// ports and waits until both services listen. The processes it returns
+// (also on error) are the caller's to stop.
+func startAll(dir string, o options) ([]service, []*exec.Cmd, error) {
+	var procs []*exec.Cmd
 	redis, rlp, rl := freeAddr(), freeAddr(), freeAddr()
 	_, rport, _ := net.SplitHostPort(redis)
 	p, err := startProc(dir, "redis", nil, "redis-server", "--port", rport, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err != nil {
-		return err
+		return nil, procs, err
 	}
 	procs = append(procs, p)
 	cfg := filepath.Join(dir, "rlproxy.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, rlproxyConfig, redis, rlp), 0o600); err != nil {
-		return err
+		return nil, procs, err
 	}
 	if p, err = startProc(dir, "rlproxy", nil, o.rlproxy, "-config", cfg); err != nil {
-		return err
+		return nil, procs, err
 	}
 	procs = append(procs, p)
 	if p, err = startRatelimit(dir, o.ratelimit, redis, rl); err != nil {
-		return err
+		return nil, procs, err
 	}
 	procs = append(procs, p)
-	rows := []string{"| service | decisions/s | p50 | p99 | OK / calls |", "|---|---|---|---|---|"}
-	for _, t := range []struct{ name, addr string }{{"rlproxy envoy_rls", rlp}, {"envoyproxy/ratelimit", rl}} {
-		if err := waitListening(t.addr, 15*time.Second); err != nil {
-			return fmt.Errorf("%s: %w (logs in %s)", t.name, err, dir)
+	services := []service{{"rlproxy envoy_rls", rlp}, {"envoyproxy/ratelimit", rl}}
+	for _, s := range services {
+		if err := waitListening(s.addr, 15*time.Second); err != nil {
+			return nil, procs, fmt.Errorf("%s: %w (logs in %s)", s.name, err, dir)
 		}
-		r, err := measure(t.addr, o)
-		if err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
+	}
+	return services, procs, nil
+}
+
+// rounds measures every service o.rounds times, interleaved: round r runs
+// them in order, or reversed when r is odd, so neither always goes first.
+// results[i][r] is service i in round r.
+func rounds(services []service, o options) ([][]result, error) {
+	results := make([][]result, len(services))
+	for r := range o.rounds {
+		for k := range services {
+			i := k
+			if r%2 == 1 {
+				i = len(services) - 1 - k
+			}
+			res, err := measure(services[i].addr, o)
+			if err != nil {
+				return nil, fmt.Errorf("%s, round %d: %w", services[i].name, r+1, err)
+			}
+			fmt.Fprintf(os.Stderr, "round %d %s: %.0f decisions/s, p50 %v, p99 %v\n", r+1, services[i].name, res.rate, res.p50, res.p99)
+			results[i] = append(results[i], res)
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %.0f | %v | %v | %d / %d |", t.name, r.rate, r.p50, r.p99, r.ok, r.calls))
 	}
-	table := strings.Join(rows, "\n") + "\n"
-	head := fmt.Sprintf("%d callers on one gRPC connection, %d remote_address values, %v per service after %v warm-up, one redis-server.\n\n",
-		o.workers, o.keys, o.duration, o.warmup)
-	fmt.Print(head + table)
-	if o.out != "" {
-		return os.WriteFile(o.out, []byte("# Envoy RLS: rlproxy vs envoyproxy/ratelimit\n\n"+head+table), 0o644)
-	}
-	return nil
+	return results, nil
 }
 
 // startRatelimit runs envoyproxy/ratelimit with its file config on redis.
