@@ -18,7 +18,7 @@ const redacted = "REDACTED"
 func appendJSON(b []byte, e *Entry) []byte {
 	var tmp [256]byte // the path and the decision before escaping
 	b = append(b, `{"time":"`...)
-	b = e.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = appendUTCMillis(b, e.Time)
 	b = append(b, `","client":"`...)
 	b = e.Client.AppendTo(b)
 	b = str(append(b, `","peer":`...), e.Peer)
@@ -127,15 +127,58 @@ func withoutQuery(s string) string {
 }
 
 // appendMS appends d in milliseconds with microsecond precision.
-func appendMS(b []byte, d time.Duration) []byte {
-	return strconv.AppendFloat(b, float64(d.Microseconds())/1e3, 'f', 3, 64)
-}
+func appendMS(b []byte, d time.Duration) []byte { return appendThousandths(b, d.Microseconds()) }
 
 // appendSeconds appends d in seconds with millisecond precision (nginx's
 // $request_time).
 func appendSeconds(b []byte, d time.Duration) []byte {
-	return strconv.AppendFloat(b, float64(d.Milliseconds())/1e3, 'f', 3, 64)
+	return appendThousandths(b, d.Milliseconds())
 }
+
+// appendThousandths appends n/1000 with three decimals ("-0.001", "12.345"),
+// in integers: strconv.AppendFloat cost ~400 instructions a field.
+func appendThousandths(b []byte, n int64) []byte {
+	u := uint64(n)
+	if n < 0 {
+		b, u = append(b, '-'), uint64(-n)
+	}
+	b = strconv.AppendUint(b, u/1000, 10)
+	f := u % 1000
+	return append(b, '.', byte('0'+f/100), byte('0'+f/10%10), byte('0'+f%10))
+}
+
+// appendUTCMillis appends t in UTC as RFC 3339 with milliseconds
+// ("2006-01-02T15:04:05.000Z", the fraction truncated as time.Format
+// does), without parsing a layout on every line.
+func appendUTCMillis(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	}
+	hour, minute, sec := t.Clock()
+	b = append2(append2(b, year/100), year%100)
+	b = append2(append(b, '-'), int(month))
+	b = append2(append(b, '-'), day)
+	b = append2(append(b, 'T'), hour)
+	b = append2(append(b, ':'), minute)
+	b = append2(append(b, ':'), sec)
+	ms := t.Nanosecond() / 1e6
+	return append(b, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
+}
+
+// append2 appends 0 ≤ n < 100 as two digits.
+func append2(b []byte, n int) []byte { return append(b, byte('0'+n/10), byte('0'+n%10)) }
+
+// jsonPlain marks the bytes a JSON string holds as they are: printable
+// ASCII but '"' and '\\'. A table, not comparisons: it is read for every
+// byte of every logged field. Never written after initialisation.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // appendJSONString appends s as a JSON string: '"', '\\' and control
 // characters escaped, invalid UTF-8 as U+FFFD. (A log line is not HTML:
@@ -144,6 +187,15 @@ func appendJSONString[S string | []byte](b []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	for i := 0; i < len(s); {
+		// The run that needs no escaping, at once (most lines are all of it).
+		j := i
+		for j < len(s) && jsonPlain[s[j]] {
+			j++
+		}
+		b = append(b, s[i:j]...)
+		if i = j; i == len(s) {
+			break
+		}
 		c := s[i]
 		if c >= utf8.RuneSelf {
 			r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))

@@ -71,11 +71,20 @@ func (s *Server) logAccess(l *accesslog.Logger, rc *record, r *http.Request, rt 
 	e := accesslog.Entry{
 		Time: rc.start, Client: rc.up.ClientIP, Peer: r.RemoteAddr, Method: r.Method, Host: r.Host,
 		Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Proto: r.Proto,
-		UserAgent: r.Header.Get("User-Agent"), Referer: r.Header.Get("Referer"),
+		UserAgent: firstValue(r.Header, "User-Agent"), Referer: firstValue(r.Header, "Referer"),
 		Status: rc.status, Bytes: rc.bytes, Duration: now.Sub(rc.start),
 		Route: rc.route, Decision: rc.decision, Policy: rc.policy, WaitMS: rc.waitMS,
 		Upstream: rc.up.Server, UpstreamStatus: rc.up.Status, UpstreamTime: rc.up.Duration, Retries: rc.up.Retries,
 		RequestID: rc.requestID, Redact: rt.redact,
 	}
 	l.Log(&e)
+}
+
+// firstValue is h.Get(key) for a key already in canonical form, without
+// canonicalising it again on every request.
+func firstValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
