@@ -27,6 +27,7 @@
 # (with GOGC=off within 0.1 %). It counts work, not time: cache misses, lock
 # waits and syscall latency are not in it, so it complements bench/run.sh.
 set -euo pipefail
+shopt -s inherit_errexit # a failed load inside $(instructions …) stops the run
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
@@ -113,7 +114,11 @@ instructions() {
 		--cachegrind-out-file="$out" "$2" -config "$1" >"$run_dir/log" 2>&1 &
 	p=$!
 	pids+=($p)
-	"$bin/fixedload" -url "http://127.0.0.1:$port/bench" -n "$3" -c 4
+	if ! "$bin/fixedload" -url "http://127.0.0.1:$port/bench" -n "$3" -c 4; then
+		kill -KILL "$p" 2>/dev/null || true
+		echo "load failed on $2 ($1); its log: $(tail -n 3 "$run_dir/log")" >&2
+		return 1
+	fi
 	kill -TERM "$p"
 	wait "$p" || true
 	awk '/^summary:/ {print $2}' "$out"
@@ -134,7 +139,7 @@ done
 
 # median: the median of the numbers on stdin, one per line.
 median() {
-	sort -g | awk '{x[NR] = $1} END {if (NR % 2) print x[(NR + 1) / 2]; else print (x[NR / 2] + x[NR / 2 + 1]) / 2}'
+	sort -g | awk '{x[NR] = $1} END {if (NR % 2) print x[(NR + 1) / 2]; else printf "%.4f\n", (x[NR / 2] + x[NR / 2 + 1]) / 2}'
 }
 
 # row CFG I: one report row for build I on CFG.

@@ -125,6 +125,11 @@ const writeSlack = 8
 func (c *limitConn) Write(p []byte) (int, error) {
 	if d := time.Duration(c.l.writeTimeout.Load()); d > 0 {
 		c.armWrite(d)
+	} else if c.until.Load() != 0 {
+		// Reloaded to 0: ours would outlive it (net/http's clears were
+		// kept back) and fail this write. Cleared once.
+		c.until.Store(0)
+		_ = c.Conn.SetWriteDeadline(time.Time{})
 	}
 	n, err := c.Conn.Write(p)
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && c.timedOut.CompareAndSwap(false, true) {

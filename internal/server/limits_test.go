@@ -190,10 +190,52 @@ func TestWriteDeadlineMovesRarely(t *testing.T) {
 	if dc.n != 5 {
 		t.Errorf("a write after write_timeout shrank: %d deadlines set, want 5", dc.n)
 	}
-	l.writeTimeout.Store(0) // off: a clear is a clear
-	_ = c.SetWriteDeadline(time.Time{})
+	l.writeTimeout.Store(0) // a reload to off: the next write clears ours, once
+	write()
+	write()
 	if dc.n != 6 {
-		t.Errorf("clearing with write_timeout off: %d deadlines set, want 6", dc.n)
+		t.Errorf("writes after write_timeout went to 0: %d deadlines set, want 6", dc.n)
+	}
+	_ = c.SetWriteDeadline(time.Time{}) // off: a clear is a clear
+	if dc.n != 7 {
+		t.Errorf("clearing with write_timeout off: %d deadlines set, want 7", dc.n)
+	}
+}
+
+// TestWriteTimeoutReloadedOff: a keep-alive connection served with a
+// write_timeout keeps working after a reload turns it off, past the
+// deadline the last response armed (that deadline must not fail the
+// next response).
+func TestWriteTimeoutReloadedOff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.NewListeners(prometheus.NewRegistry()).For("public")
+	l := newLimitListener(ln, config.Server{WriteTimeout: 200 * time.Millisecond, MaxConnections: 10}, m, slog.New(slog.DiscardHandler))
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })}
+	go func() { _ = hs.Serve(l) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	t.Cleanup(client.CloseIdleConnections)
+	get := func() {
+		t.Helper()
+		resp, err := client.Get("http://" + ln.Addr().String() + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	get()
+	l.set(config.Server{WriteTimeout: 0, MaxConnections: 10})
+	time.Sleep(400 * time.Millisecond) // past the first response's 225 ms deadline
+	get()
+	if n := value(m.WriteTimeouts); n != 0 {
+		t.Errorf("write timeouts %v, want 0", n)
+	}
+	if n := value(m.Open); n != 1 {
+		t.Errorf("open connections %v, want 1 (the keep-alive one reused)", n)
 	}
 }
 

@@ -141,7 +141,8 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		lastErr error
 	)
 	// now is the attempt's start: the request's for the first (one clock
-	// read fewer on every request), the failure's for a retry.
+	// read fewer on every request), read again for a retry (after the
+	// failed attempt's bookkeeping and log line).
 	for attempt, now := 0, start; ; attempt++ {
 		i := p.pick(now.UnixNano(), tried, hash)
 		if i < 0 && lastErr != nil {
@@ -152,6 +153,7 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if attempt > 0 {
 			p.retried(x)
+			now = p.now()
 		}
 		tried |= 1 << i
 		s := p.servers[i]
