@@ -20,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"rlproxy/internal/testutil/netutil"
 )
 
 func main() {
@@ -29,12 +31,12 @@ func main() {
 	freePort := flag.Bool("free-port", false, "print a free loopback TCP port and exit")
 	flag.Parse()
 	if *freePort {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := netutil.PickFreeAddr()
 		if err != nil {
 			fail(err)
 		}
-		fmt.Println(ln.Addr().(*net.TCPAddr).Port)
-		_ = ln.Close()
+		_, port, _ := net.SplitHostPort(addr)
+		fmt.Println(port)
 		return
 	}
 	if *url == "" || *n < 1 || *c < 1 {
