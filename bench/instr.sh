@@ -110,8 +110,9 @@ instructions() {
 	local port out p
 	port=$(sed -n 's/^listen: "127\.0\.0\.1:\([0-9]*\)"/\1/p' "$1")
 	out=$run_dir/cg.out
-	GOGC=$gogc GODEBUG=asyncpreemptoff=1 GOMAXPROCS=1 valgrind --tool=cachegrind --cache-sim=no \
-		--cachegrind-out-file="$out" "$2" -config "$1" >"$run_dir/log" 2>&1 &
+	# In the scratch dir: a config's relative paths (the access log's) land there.
+	(cd "$run_dir" && GOGC=$gogc GODEBUG=asyncpreemptoff=1 GOMAXPROCS=1 exec valgrind --tool=cachegrind \
+		--cache-sim=no --cachegrind-out-file="$out" "$2" -config "$1" >"$run_dir/log" 2>&1) &
 	p=$!
 	pids+=($p)
 	if ! "$bin/fixedload" -url "http://127.0.0.1:$port/bench" -n "$3" -c 4; then
