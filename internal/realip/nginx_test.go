@@ -1,44 +1,26 @@
 package realip
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"rlproxy/internal/testutil/netutil"
+	"rlproxy/internal/testutil/nginxtest"
 )
 
-// nginxConf runs three servers with realip, each answering $remote_addr:
-// X-Forwarded-For recursive, X-Forwarded-For non-recursive, X-Real-IP
-// recursive. The trusted list is trustedNets.
-const nginxConf = `
-daemon off;
-master_process off;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log;
-events { worker_connections 64; }
-http {
-	access_log off;
-	client_body_temp_path %[1]s/body;
-	proxy_temp_path %[1]s/proxy;
-	fastcgi_temp_path %[1]s/fastcgi;
-	uwsgi_temp_path %[1]s/uwsgi;
-	scgi_temp_path %[1]s/scgi;
+// nginxBody is three servers with realip on one port, chosen by Host, each
+// answering $remote_addr: X-Forwarded-For recursive, X-Forwarded-For
+// non-recursive, X-Real-IP recursive. The trusted list is trustedNets.
+// (Server level, not location: a location's realip runs after `return`.)
+const nginxBody = `
 	set_real_ip_from 10.0.0.0/8;
 	set_real_ip_from 127.0.0.1/32;
 	set_real_ip_from 2001:db8::/32;
-	server { listen 127.0.0.1:%[2]d; real_ip_header X-Forwarded-For; real_ip_recursive on;  location / { return 200 $remote_addr; } }
-	server { listen 127.0.0.1:%[3]d; real_ip_header X-Forwarded-For; real_ip_recursive off; location / { return 200 $remote_addr; } }
-	server { listen 127.0.0.1:%[4]d; real_ip_header X-Real-IP;       real_ip_recursive on;  location / { return 200 $remote_addr; } }
-}
+	server { listen {{listen}}; server_name xff-recursive; real_ip_header X-Forwarded-For; real_ip_recursive on;  location / { return 200 $remote_addr; } }
+	server { listen {{listen}}; server_name xff-last;      real_ip_header X-Forwarded-For; real_ip_recursive off; location / { return 200 $remote_addr; } }
+	server { listen {{listen}}; server_name x-real-ip;     real_ip_header X-Real-IP;       real_ip_recursive on;  location / { return 200 $remote_addr; } }
 `
 
 // TestNginxDifferential sends the same headers to a real nginx (Debian's
@@ -47,26 +29,7 @@ http {
 // deviations: IPv4 octets with leading zeros or missing, and IPv4-mapped
 // addresses.
 func TestNginxDifferential(t *testing.T) {
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		t.Skip("nginx not installed")
-	}
-	dir := t.TempDir()
-	ports := [3]int{netutil.FreePort(t), netutil.FreePort(t), netutil.FreePort(t)}
-	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, dir, ports[0], ports[1], ports[2]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", conf)
-	cmd.Stderr = os.Stderr
-	proc, err := netutil.Start(cmd)
-	if err != nil {
-		t.Fatalf("starting nginx: %v", err)
-	}
-	t.Cleanup(proc.Kill)
-	for _, p := range ports {
-		netutil.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", p), 5*time.Second)
-	}
+	ng := nginxtest.Start(t, nginxBody)
 
 	xff := [][]string{
 		{"1.2.3.4"},
@@ -115,20 +78,20 @@ func TestNginxDifferential(t *testing.T) {
 	}
 	peer := netip.MustParseAddr("127.0.0.1")
 	runs := []struct {
-		port      int
+		host      string
 		header    string
 		recursive bool
 		corpus    [][]string
 	}{
-		{ports[0], "X-Forwarded-For", true, xff},
-		{ports[1], "X-Forwarded-For", false, xff},
-		{ports[2], "X-Real-IP", true, xri},
+		{"xff-recursive", "X-Forwarded-For", true, xff},
+		{"xff-last", "X-Forwarded-For", false, xff},
+		{"x-real-ip", "X-Real-IP", true, xri},
 	}
 	for _, run := range runs {
 		r := newResolver(t, run.header, run.recursive)
 		for _, lines := range run.corpus {
 			h := hdr(run.header, lines...)
-			want := nginxRemoteAddr(t, run.port, h)
+			want := nginxRemoteAddr(t, ng.URL, run.host, h)
 			if got := r.ClientIP(peer, h); got != want {
 				t.Errorf("%s recursive=%v %q: ClientIP = %v, nginx = %v", run.header, run.recursive, lines, got, want)
 			}
@@ -136,14 +99,15 @@ func TestNginxDifferential(t *testing.T) {
 	}
 }
 
-// nginxRemoteAddr asks nginx for $remote_addr with headers h.
-func nginxRemoteAddr(t *testing.T, port int, h http.Header) netip.Addr {
+// nginxRemoteAddr asks nginx at url, server host, for $remote_addr with
+// headers h.
+func nginxRemoteAddr(t *testing.T, url, host string, h http.Header) netip.Addr {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", port), nil)
+	req, err := http.NewRequest(http.MethodGet, url+"/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header = h
+	req.Header, req.Host = h, host
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("nginx: %v", err)

@@ -1,9 +1,9 @@
 // Package netutil is the loopback and child-process plumbing shared by the
 // harnesses that start real servers for tests (redisserver, nginxtest, the
-// deploy test, realip's nginx differential) and by bench/cmd/benchrun: a
-// free loopback port, polling until a server is ready, a child process
-// reaped in the background (so any goroutine may kill it or wait for its
-// exit), and a buffer safe for exec's output-copying goroutine.
+// deploy test) and by bench/cmd/benchrun: a free loopback port, polling
+// until a server is ready, a child process reaped in the background (so any
+// goroutine may kill it or wait for its exit), and a buffer safe for exec's
+// output-copying goroutine.
 //
 // The package does not import "testing": the helpers that fail a test take
 // the small TB interface (testing.TB satisfies it), so the benchmark program

@@ -65,6 +65,19 @@ func Binary() string {
 // error log is shown when the test fails or nginx does not start.
 func Start(t testing.TB, httpBody string) *Server {
 	t.Helper()
+	return start(t, httpBody, func() string { return netutil.FreeAddr(t) })
+}
+
+// maxStartAttempts bounds the ports start tries when each is taken before
+// nginx binds it.
+const maxStartAttempts = 5
+
+// start is Start with the choice of address injected. A free port can be
+// taken by another process (a parallel test, a package run alongside)
+// before nginx binds it: that start is retried on a new address, as
+// redisserver does; any other failure is not.
+func start(t testing.TB, httpBody string, pickAddr func() string) *Server {
+	t.Helper()
 	bin := Binary()
 	if bin == "" {
 		if os.Getenv("RLPROXY_REQUIRE_NGINX") == "1" {
@@ -73,9 +86,24 @@ func Start(t testing.TB, httpBody string) *Server {
 		t.Skip("skipping: nginx not installed (apt-get install nginx-light, or set RLPROXY_REQUIRE_NGINX=1 to fail instead)")
 	}
 	dir := t.TempDir()
-	addr := netutil.FreeAddr(t)
+	for attempt := 1; ; attempt++ {
+		s, conf, log, exited := launch(t, bin, dir, pickAddr(), httpBody)
+		if !exited {
+			return s
+		}
+		if attempt == maxStartAttempts || !strings.Contains(log, "Address already in use") {
+			t.Fatalf("nginx exited during start:\n%s\nconfiguration:\n%s", log, conf)
+		}
+	}
+}
+
+// launch runs nginx on addr and waits until it accepts connections. If it
+// exits first, launch returns its output and error log with exited true;
+// any other failure fails the test.
+func launch(t testing.TB, bin, dir, addr, httpBody string) (s *Server, conf, log string, exited bool) {
+	t.Helper()
 	body := strings.NewReplacer(Listen, addr, Dir, dir).Replace(httpBody)
-	conf := fmt.Sprintf(`worker_processes 1;
+	conf = fmt.Sprintf(`worker_processes 1;
 pid %[1]s/nginx.pid;
 error_log %[1]s/error.log info;
 events { worker_connections 1024; }
@@ -93,7 +121,11 @@ http {
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		t.Fatalf("writing nginx.conf: %v", err)
 	}
-	s := &Server{Addr: addr, URL: "http://" + addr, Dir: dir}
+	// A failed attempt's error log would be read as this one's.
+	_ = os.Remove(filepath.Join(dir, "error.log"))
+	pidPath := filepath.Join(dir, "nginx.pid")
+	_ = os.Remove(pidPath)
+	s = &Server{Addr: addr, URL: "http://" + addr, Dir: dir}
 	// -e: nginx opens its default error log before reading the
 	// configuration; point it into dir so no system path is touched.
 	cmd := exec.Command(bin, "-p", dir+"/", "-e", filepath.Join(dir, "error.log"), "-c", confPath,
@@ -105,23 +137,30 @@ http {
 		t.Fatalf("starting nginx: %v", err)
 	}
 	s.proc = proc
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	// nginx writes its pid file only after binding its listeners, so a
+	// connection accepted before that is another process's on a taken port.
+	err = netutil.Poll(ctx, proc.Exited(), netutil.PollInterval, func() error {
+		if _, err := os.Stat(pidPath); err != nil {
+			return err
+		}
+		return netutil.Accepts(addr)
+	})
+	switch {
+	case errors.Is(err, netutil.ErrExited):
+		return nil, conf, out.String() + s.ErrorLog(), true
+	case err != nil:
+		s.Stop()
+		t.Fatalf("nginx did not accept connections on %s within %v:\n%s", addr, startTimeout, s.ErrorLog())
+	}
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
 			t.Logf("nginx error log (%s):\n%s%s", s.Addr, out.String(), s.ErrorLog())
 		}
 	})
-
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	err = netutil.Poll(ctx, proc.Exited(), netutil.PollInterval, func() error { return netutil.Accepts(addr) })
-	switch {
-	case errors.Is(err, netutil.ErrExited):
-		t.Fatalf("nginx exited during start:\n%s%s\nconfiguration:\n%s", out.String(), s.ErrorLog(), conf)
-	case err != nil:
-		t.Fatalf("nginx did not accept connections on %s within %v:\n%s", addr, startTimeout, s.ErrorLog())
-	}
-	return s
+	return s, conf, "", false
 }
 
 // Stop kills nginx and waits for it to exit. It is safe to call twice.
