@@ -70,6 +70,7 @@ func (l *loader) topCheck(o object) {
 	l.routes(o)
 	l.integrations(o)
 	l.warnCredentials(o)
+	l.warnTLSKeys(o)
 }
 
 // override replaces *dst with ov's value, checked as the file's would be;
