@@ -140,12 +140,23 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP()) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
+	if up.maxBody > 0 && r.ContentLength > up.maxBody {
+		// Declared too large: refused before any byte is read (no 100
+		// Continue goes out) and before the limiter charges.
+		rc.decision = decisionTooLarge
+		w.Header()["Connection"] = closeConn // the body is never read
+		writeProblem(w, r, problemBodyTooLarge, nil, nil)
+		return
+	}
+	if up.rate > 0 {
+		w = newRateWriter(w, r.Context(), up.rate, up.rateAfter)
+	}
 	if r.Body != nil && r.Body != http.NoBody {
 		t := rt.Config.Server.BodyTimeout
 		if isGRPC(r) { // a stream's messages may rightly pause
 			t = rt.Config.Server.StreamIdleTimeout
 		}
-		r = withClientBody(w, r, t)
+		r = withClientBody(w, r, t, up.maxBody)
 	}
 	if !route.Limited() {
 		rc.decision = decisionUnlimited
@@ -191,6 +202,17 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 		return
 	}
 	s.forward(up.limited, w, r, rt.Config.Response.Headers, res)
+	refundTooLarge(rt.Limiter, r, res)
+}
+
+// refundTooLarge refunds res when r's body grew past max_body_size after
+// the decision charged it: refused for its size, it is charged by none,
+// as a request refused by a shaping cap. (r's Body is the clientBody
+// withClientBody set: a type check, no context lookup.)
+func refundTooLarge(l *policy.Limiter, r *http.Request, res *policy.Result) {
+	if b, ok := r.Body.(*clientBody); ok && b.tooLarge.Load() {
+		l.Refund(res)
+	}
 }
 
 // decide asks route's policies about r from client ip into res. It

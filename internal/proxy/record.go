@@ -42,6 +42,7 @@ const (
 	decisionNoRoute     = "no-route"
 	decisionUnlimited   = "unlimited" // a route without policies
 	decisionQuota       = "quota"     // the quota endpoint answered
+	decisionTooLarge    = "too-large" // refused for a declared body over max_body_size
 )
 
 func (rc *record) reset(w http.ResponseWriter, start time.Time) {

@@ -69,6 +69,9 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 			continue
 		}
 		up := &upstream{}
+		if cr := routeConfig(cfg, route.Name); cr != nil {
+			up.maxBody, up.rate, up.rateAfter = cr.MaxBodySize, cr.LimitRate, cr.LimitRateAfter
+		}
 		if m != nil {
 			up.traffic = m.Route(route.Name)
 		}
@@ -88,8 +91,22 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		up.pool = pools[route.Upstream]
 		up.plain = newReverseProxy(u, up.pool, ri, errs, log, false)
 		up.limited = newReverseProxy(u, up.pool, ri, errs, log, true)
+		if cfg.TLS != nil && cfg.TLS.ClientHeaders {
+			withClientCertHeaders(up.plain.(*httputil.ReverseProxy))
+			withClientCertHeaders(up.limited.(*httputil.ReverseProxy))
+		}
 	}
 	return rt, nil
+}
+
+// routeConfig returns the configuration of route name, or nil.
+func routeConfig(cfg *config.Config, name string) *config.Route {
+	for _, r := range cfg.Routes {
+		if r.Name == name {
+			return r
+		}
+	}
+	return nil
 }
 
 // Close releases what only this Runtime uses: the quota endpoint's local
@@ -108,6 +125,9 @@ type upstream struct {
 	plain, limited http.Handler
 	pool           *upstreampkg.Pool     // nil for a builtin
 	traffic        *metrics.RouteTraffic // nil without metrics
+	// The route's edge limits (0 = off): max_body_size, limit_rate and
+	// limit_rate_after, in bytes and bytes per second.
+	maxBody, rate, rateAfter int64
 }
 
 // dialTimeout bounds connecting to an upstream.
@@ -209,7 +229,7 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 			// An upstream may answer a body cut short by
 			// server.body_timeout, or a malformed one, before the
 			// transport notices: the client still gets its 408 or 400.
-			if bodyTimedOut(resp.Request) || bodyFailed(resp.Request) {
+			if bodyTimedOut(resp.Request) || bodyFailed(resp.Request) || bodyTooLarge(resp.Request) {
 				return errClientBody
 			}
 			if limited {
@@ -280,12 +300,16 @@ func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // answerError is ReverseProxy's ErrorHandler for upstream u: the client's
-// fault (a stalled or malformed body: 408, 400), the client gone (no
+// fault (a body over max_body_size, a stalled or malformed one: 413, 408,
+// 400), the client gone (no
 // answer), every server of the pool out of rotation (502
 // no-healthy-upstream: not 503, which would read as our own outage), an
 // upstream timeout (504, as nginx) or another upstream failure (502).
 func answerError(w http.ResponseWriter, r *http.Request, err error, u string, errs errCounters, log *slog.Logger) {
 	switch {
+	case bodyTooLarge(r): // over max_body_size (its read cancelled the upstream request)
+		w.Header()["Connection"] = closeConn // the rest of the body is not read
+		writeProblem(w, r, problemBodyTooLarge, nil, nil)
 	case bodyTimedOut(r): // the client stalled (its read also cancelled the context)
 		w.Header()["Connection"] = closeConn // the rest of the body never comes
 		writeProblem(w, r, problemBodyTimeout, nil, nil)
