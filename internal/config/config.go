@@ -72,6 +72,9 @@ type TLS struct {
 	// ClientCA is a PEM bundle of the CAs client certificates must chain
 	// to ("" = none); read with the certificate, and reloaded with it.
 	ClientCA string
+	// ClientCRL is a certificate revocation list (PEM or DER) signed by a
+	// CA of ClientCA: a client certificate it lists is refused ("" = none).
+	ClientCRL string
 	// ClientAuth is whether a client certificate is asked for: ClientAuthNone,
 	// ClientAuthRequest or ClientAuthRequire.
 	ClientAuth string

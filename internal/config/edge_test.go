@@ -106,6 +106,8 @@ func TestClientAuth(t *testing.T) {
 		{tlsYAML("  client_auth: require\n"), path + `:4: tls.client_auth: "require" needs tls.client_ca: the CAs a client certificate must chain to`},
 		{tlsYAML("  client_auth: optional\n"), path + `:4: tls.client_auth: "optional": want none, request or require`},
 		{tlsYAML("  client_ca: empty.pem\n"), path + `:4: tls.client_ca: "empty.pem": no PEM certificate in it`},
+		{tlsYAML("  client_crl: c.pem\n"), path + `:4: tls.client_crl: needs tls.client_ca: the CA that signed the list`},
+		{tlsYAML("  client_ca: ca.pem\n  client_crl: c.pem\n"), path + `:5: tls.client_crl: client_crl ` + filepath.Join(dir, "c.pem") + `: x509: unsupported crl version`}, // a certificate is no CRL
 		{"policies:\n  p: { algorithm: fixed_window, limit: 1, window: 1s, key: tls:fingerprint }\n",
 			path + `:2: policies.p.key: "tls:fingerprint": unknown certificate field; want tls:spki, tls:subject, tls:san:dns, tls:san:uri, tls:san:email`},
 	} {

@@ -5,11 +5,14 @@ import (
 	"slices"
 
 	"gopkg.in/yaml.v3"
+
+	"rlproxy/internal/tlsutil"
 )
 
 // clientAuth settles tls.client_auth against tls.client_ca: absent, it is
 // require with a CA and none without; request and require need a CA to
-// verify against. It reports whether t is usable.
+// verify against, and client_crl one that signed it. It reports whether t
+// is usable.
 func (l *loader) clientAuth(o object, t *TLS) bool {
 	switch {
 	case t.ClientAuth == "" && t.ClientCA != "":
@@ -23,6 +26,16 @@ func (l *loader) clientAuth(o object, t *TLS) bool {
 		return false
 	case t.ClientAuth == ClientAuthNone && t.ClientCA != "":
 		l.warnf(o.get("client_ca"), o.field("client_ca"), "unused: client_auth is none, so no client certificate is asked for")
+	}
+	if t.ClientCRL != "" && t.ClientCA == "" {
+		l.errorf(o.get("client_crl"), o.field("client_crl"), "needs tls.client_ca: the CA that signed the list")
+		return false
+	}
+	if t.ClientCRL != "" {
+		if _, err := tlsutil.LoadCRL(t.ClientCRL, t.ClientCA); err != nil {
+			l.errorf(o.get("client_crl"), o.field("client_crl"), "%v", err)
+			return false
+		}
 	}
 	if t.ClientHeaders && t.ClientAuth == ClientAuthNone {
 		l.warnf(o.get("client_headers"), o.field("client_headers"), "no client certificate is asked for (client_auth none): the headers are only removed")

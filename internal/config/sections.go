@@ -28,6 +28,8 @@ func (l *loader) tlsSection() *section {
 			{name: "key_file", need: "required: a PEM file", value: file(&t.KeyFile, 1), doc: "PEM private key."},
 			{name: "client_ca", value: value{stringShape, func(n *yaml.Node, path string) { t.ClientCA, _ = l.caFile(n, path) }},
 				doc: "PEM bundle of the CAs client certificates must chain to (mTLS); reloaded with the certificate."},
+			{name: "client_crl", value: value{stringShape, func(n *yaml.Node, path string) { t.ClientCRL, _ = l.filePath(n, path, l.dir) }},
+				doc: "Certificate revocation list (PEM or DER) signed by a CA of client_ca: client certificates it lists are refused; reloaded when the file changes."},
 			{name: "client_auth", value: l.enumVal(&t.ClientAuth, ClientAuthNone, ClientAuthRequest, ClientAuthRequire),
 				doc: "none; request: verify a certificate if the client gives one; require: refuse a client without a verified one. Default: require with client_ca, none without."},
 			{name: "client_headers", def: "false", value: l.boolVal(&t.ClientHeaders),

@@ -47,7 +47,7 @@ func newMTLSCA(t *testing.T, name string) *mtlsCA {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign, BasicConstraintsValid: true, IsCA: true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -118,27 +118,43 @@ type mtlsEnv struct {
 	ca, other      *mtlsCA
 }
 
-func startMTLS(t *testing.T, auth string) *mtlsEnv {
+// startMTLS runs rlproxy with client_auth auth; with revokeB, a CRL of
+// the CA revokes client b's certificate (tls.client_crl).
+func startMTLS(t *testing.T, auth string, revokeB bool) *mtlsEnv {
 	t.Helper()
 	dir := t.TempDir()
 	e := &mtlsEnv{ca: newMTLSCA(t, "rlproxy test CA"), other: newMTLSCA(t, "another CA"), up: rlproxytest.NewUpstream(t)}
 	srv, _ := e.ca.issue(t, "rlproxy", true)
 	e.a, _ = e.ca.issue(t, "client-a", false)
-	e.b, _ = e.ca.issue(t, "client-b", false)
+	var bLeaf *x509.Certificate
+	e.b, bLeaf = e.ca.issue(t, "client-b", false)
 	e.stranger, _ = e.other.issue(t, "client-a", false) // the same name, another CA
 	certFile, keyFile := writePair(t, dir, srv)
 	e.caFile = filepath.Join(dir, "clients.pem")
 	writeFile(t, e.caFile, e.ca.pem)
 	e.roots = x509.NewCertPool()
 	e.roots.AddCert(e.ca.cert)
+	crl := ""
+	if revokeB {
+		der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{
+			Number: big.NewInt(1), ThisUpdate: time.Now().Add(-time.Minute), NextUpdate: time.Now().Add(time.Hour),
+			RevokedCertificateEntries: []x509.RevocationListEntry{{SerialNumber: bLeaf.SerialNumber, RevocationTime: time.Now()}},
+		}, e.ca.cert, e.ca.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crl = filepath.Join(dir, "clients.crl")
+		writeFile(t, crl, pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der}))
+		crl = fmt.Sprintf(", client_crl: %q", crl)
+	}
 	e.in = rlproxytest.Start(t, fmt.Sprintf(`
-tls: { cert_file: %q, key_file: %q, client_ca: %q, client_auth: %s, client_headers: true }
+tls: { cert_file: %q, key_file: %q, client_ca: %q, client_auth: %s, client_headers: true%s }
 upstreams: { app: { url: %q } }
 policies:
   per_cert: { algorithm: fixed_window, limit: 2, window: 1m, key: tls:spki }
 routes:
   - { name: api, match: { path_prefix: / }, upstream: app, policies: [per_cert] }
-`, certFile, keyFile, e.caFile, auth, e.up.URL))
+`, certFile, keyFile, e.caFile, auth, crl, e.up.URL))
 	e.url = "https://" + e.in.App.Addr()
 	return e
 }
@@ -180,7 +196,7 @@ func (e *mtlsEnv) get(t *testing.T, c *http.Client, header ...string) int {
 // the subject and fingerprint headers the upstream sees are the verified
 // certificate's, whatever the client sent in them.
 func TestMTLSRequire(t *testing.T) {
-	e := startMTLS(t, "require")
+	e := startMTLS(t, "require", false)
 	if st := e.get(t, e.client(t, nil)); st != 0 {
 		t.Errorf("no certificate: status %d, want the handshake refused", st)
 	}
@@ -212,7 +228,7 @@ func TestMTLSRequire(t *testing.T) {
 // upstream even when it sends them), a certificate of another CA is still
 // refused, never taken as identity.
 func TestMTLSRequest(t *testing.T) {
-	e := startMTLS(t, "request")
+	e := startMTLS(t, "request", false)
 	if st := e.get(t, e.client(t, nil), "X-Client-Cert-Subject", "CN=client-a,O=rlproxy test"); st != 200 {
 		t.Errorf("no certificate: status %d, want 200", st)
 	}
@@ -235,7 +251,7 @@ func TestMTLSRequest(t *testing.T) {
 // reload: certificates of the new CA are accepted, those of the old one
 // refused, on new connections.
 func TestMTLSReloadCA(t *testing.T) {
-	e := startMTLS(t, "require")
+	e := startMTLS(t, "require", false)
 	if st := e.get(t, e.client(t, &e.a)); st != 200 {
 		t.Fatalf("before: status %d, want 200", st)
 	}
@@ -249,5 +265,17 @@ func TestMTLSReloadCA(t *testing.T) {
 	}
 	if st := e.get(t, e.client(t, &e.a)); st != 0 {
 		t.Errorf("the old CA's certificate after the reload: status %d, want the handshake refused", st)
+	}
+}
+
+// TestMTLSRevoked: a certificate the client_crl lists is refused at the
+// handshake; another of the same CA is served.
+func TestMTLSRevoked(t *testing.T) {
+	e := startMTLS(t, "require", true)
+	if st := e.get(t, e.client(t, &e.a)); st != 200 {
+		t.Errorf("a certificate not revoked: status %d, want 200", st)
+	}
+	if st := e.get(t, e.client(t, &e.b)); st != 0 {
+		t.Errorf("a revoked certificate: status %d, want the handshake refused", st)
 	}
 }

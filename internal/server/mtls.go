@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/tlsutil"
 )
 
 // serverTLS is the public listener's TLS material of one load — its
@@ -16,9 +17,10 @@ import (
 // configuration built from both — swapped whole on reload, so a handshake
 // never pairs one load's CAs with another's client_auth.
 type serverTLS struct {
-	cert  *tls.Certificate
-	caPEM []byte // tls.client_ca's bytes; nil without client authentication
-	conf  *tls.Config
+	cert   *tls.Certificate
+	caPEM  []byte // tls.client_ca's bytes; nil without client authentication
+	crlPEM []byte // tls.client_crl's bytes; nil without
+	conf   *tls.Config
 }
 
 // alpn is what the public listener offers: HTTP/2, then HTTP/1.1.
@@ -49,6 +51,16 @@ func readTLS(t *config.TLS) (*serverTLS, error) {
 		return nil, fmt.Errorf("loading tls.client_ca %s: no PEM certificate in it", t.ClientCA)
 	}
 	st.caPEM, st.conf.ClientCAs = pem, pool
+	if t.ClientCRL != "" {
+		crl, err := tlsutil.LoadCRL(t.ClientCRL, t.ClientCA)
+		if err != nil {
+			return nil, err
+		}
+		st.conf.VerifyPeerCertificate = crl.Check
+		if st.crlPEM, err = os.ReadFile(t.ClientCRL); err != nil {
+			return nil, err
+		}
+	}
 	// request: a certificate given must verify (else the handshake fails),
 	// none given is let in; it is never taken as identity unverified.
 	st.conf.ClientAuth = tls.VerifyClientCertIfGiven
@@ -66,10 +78,10 @@ func readTLS(t *config.TLS) (*serverTLS, error) {
 	return st, nil
 }
 
-// filesChanged reports whether next holds another certificate or another
-// CA bundle than s: a reload of the TLS files under an unchanged config.
+// filesChanged reports whether next holds another certificate, CA bundle
+// or CRL than s: a reload of the TLS files under an unchanged config.
 func (s *serverTLS) filesChanged(next *serverTLS) bool {
-	return !bytes.Equal(s.cert.Certificate[0], next.cert.Certificate[0]) || !bytes.Equal(s.caPEM, next.caPEM)
+	return !bytes.Equal(s.cert.Certificate[0], next.cert.Certificate[0]) || !bytes.Equal(s.caPEM, next.caPEM) || !bytes.Equal(s.crlPEM, next.crlPEM)
 }
 
 // listenerTLS is the public listener's tls.Config: each handshake takes

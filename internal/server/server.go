@@ -527,7 +527,7 @@ func (a *App) refuse(reason string, now time.Time, err error) {
 }
 
 // extraFiles are the files besides the config whose change is a reload:
-// plans keys files, the TLS certificate and key, and the client CAs.
+// plans keys files, the TLS certificate and key, the client CAs and CRL.
 func (a *App) extraFiles() []string {
 	cfg := a.Config()
 	var files []string
@@ -540,6 +540,9 @@ func (a *App) extraFiles() []string {
 		files = append(files, cfg.TLS.CertFile, cfg.TLS.KeyFile)
 		if cfg.TLS.ClientCA != "" {
 			files = append(files, cfg.TLS.ClientCA)
+		}
+		if cfg.TLS.ClientCRL != "" {
+			files = append(files, cfg.TLS.ClientCRL)
 		}
 	}
 	return files
