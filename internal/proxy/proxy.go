@@ -156,7 +156,11 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 		if isGRPC(r) { // a stream's messages may rightly pause
 			t = rt.Config.Server.StreamIdleTimeout
 		}
-		r = withClientBody(w, r, t, up.maxBody)
+		limit := up.maxBody
+		if r.ContentLength >= 0 { // declared, and within the limit: net/http holds the body to it
+			limit = 0
+		}
+		r = withClientBody(w, r, t, limit)
 	}
 	if !route.Limited() {
 		rc.decision = decisionUnlimited
