@@ -317,3 +317,58 @@ routes:
 		})
 	}
 }
+
+// TestBodyTooLargeAfterResponse: an upstream that answers before it reads
+// the body (its head and first bytes already on their way to the client)
+// cannot be turned into a 413 when the chunked body then grows past the
+// limit: the upstream request is aborted (it receives at most the limit,
+// never a complete body) and the client's response is cut, not completed.
+func TestBodyTooLargeAfterResponse(t *testing.T) {
+	got := make(chan bodySeen, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "started\n")
+		w.(http.Flusher).Flush()
+		n, err := io.Copy(io.Discard, r.Body)
+		got <- bodySeen{n, err == nil}
+		_, _ = io.WriteString(w, "done\n")
+	}))
+	t.Cleanup(up.Close)
+	in := rlproxytest.Start(t, fmt.Sprintf(`
+upstreams: { app: { url: %q } }
+routes:
+  - { name: up, match: { path_prefix: / }, upstream: app, max_body_size: 64k }
+`, up.URL))
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest(http.MethodPost, in.URL+"/duplex", pr)
+	client := &http.Client{Timeout: 10 * time.Second}
+	go func() {
+		_, _ = pw.Write(make([]byte, 1024)) // the upstream answers once the request arrives
+	}()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want the upstream's 200", resp.StatusCode)
+	}
+	go func() { // then the body grows past the limit
+		_, _ = pw.Write(make([]byte, 128<<10))
+		pw.Close()
+	}()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Errorf("response read whole (%q), want it cut", body)
+	}
+	t.Logf("client read %q, then %v", body, err)
+	select {
+	case s := <-got:
+		if s.complete || s.bytes > edgeBodyLimit {
+			t.Errorf("upstream saw %+v, want at most %d bytes of a cut body", s, edgeBodyLimit)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the upstream's read of the body never ended")
+	}
+}
