@@ -149,3 +149,23 @@ func bodyFailed(r *http.Request) bool {
 	b, ok := r.Context().Value(bodyKey{}).(*clientBody)
 	return ok && b.failed.Load()
 }
+
+// refuseTooLarge answers a request whose declared Content-Length is over
+// its route's max_body_size: before any byte is read (no 100 Continue goes
+// out) and before the limiter charges; the connection closes, since the
+// body is never read.
+func refuseTooLarge(w http.ResponseWriter, r *http.Request) {
+	w.Header()["Connection"] = closeConn
+	writeProblem(w, r, problemBodyTooLarge, nil, nil)
+}
+
+// streamLimit is the limit withClientBody holds r's body to: the route's
+// max_body_size for a body without a declared length (chunked, HTTP/2
+// without content-length), else none — a declared length within the limit
+// is one net/http holds the body to already.
+func (up *upstream) streamLimit(r *http.Request) int64 {
+	if r.ContentLength >= 0 {
+		return 0
+	}
+	return up.maxBody
+}

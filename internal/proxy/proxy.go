@@ -141,11 +141,8 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
 	if up.maxBody > 0 && r.ContentLength > up.maxBody {
-		// Declared too large: refused before any byte is read (no 100
-		// Continue goes out) and before the limiter charges.
 		rc.decision = decisionTooLarge
-		w.Header()["Connection"] = closeConn // the body is never read
-		writeProblem(w, r, problemBodyTooLarge, nil, nil)
+		refuseTooLarge(w, r)
 		return
 	}
 	if up.rate > 0 {
@@ -156,11 +153,7 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 		if isGRPC(r) { // a stream's messages may rightly pause
 			t = rt.Config.Server.StreamIdleTimeout
 		}
-		limit := up.maxBody
-		if r.ContentLength >= 0 { // declared, and within the limit: net/http holds the body to it
-			limit = 0
-		}
-		r = withClientBody(w, r, t, limit)
+		r = withClientBody(w, r, t, up.streamLimit(r))
 	}
 	if !route.Limited() {
 		rc.decision = decisionUnlimited
