@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"strconv"
 	"strings"
@@ -270,6 +271,8 @@ routes:
 // by none, as a shaping-cap refusal), over HTTP/1.1 chunked and over
 // HTTP/2 (h2c) without a declared length: with a quota of one request,
 // the next small request still passes, and is the one that is charged.
+// Over HTTP/2 the 413 resets its stream only: the next request reuses the
+// connection.
 func TestBodyTooLargeRefunded(t *testing.T) {
 	for _, proto := range []string{"http1", "h2c"} {
 		t.Run(proto, func(t *testing.T) {
@@ -289,8 +292,12 @@ routes:
 			}
 			client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 			t.Cleanup(client.CloseIdleConnections)
+			reused := false
 			post := func(n int) *http.Response {
 				req, _ := http.NewRequest(http.MethodPost, in.URL+"/x", io.MultiReader(bytes.NewReader(make([]byte, n))))
+				req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+					GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
+				}))
 				resp, err := client.Do(req)
 				if err != nil {
 					t.Fatal(err)
@@ -310,6 +317,9 @@ routes:
 			}
 			if r := post(1 << 10); r.StatusCode != http.StatusOK {
 				t.Fatalf("1 KiB body after the refused one: status %d, want 200 (the 413 refunded)", r.StatusCode)
+			}
+			if proto == "h2c" && !reused {
+				t.Error("HTTP/2: the request after a 413 came on a new connection, want the 413's stream reset alone")
 			}
 			if r := post(1 << 10); r.StatusCode != http.StatusTooManyRequests {
 				t.Fatalf("second 1 KiB body: status %d, want 429 (quota 1)", r.StatusCode)

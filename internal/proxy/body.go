@@ -150,12 +150,16 @@ func bodyFailed(r *http.Request) bool {
 	return ok && b.failed.Load()
 }
 
-// refuseTooLarge answers a request whose declared Content-Length is over
-// its route's max_body_size: before any byte is read (no 100 Continue goes
-// out) and before the limiter charges; the connection closes, since the
-// body is never read.
+// refuseTooLarge answers a request whose body is over its route's
+// max_body_size with 413: for a declared Content-Length before any byte is
+// read (no 100 Continue goes out) and before the limiter charges. An
+// HTTP/1 connection closes, since the rest of the body is never read; an
+// HTTP/2 stream is reset on its own (Connection: close there would send
+// GOAWAY for every stream of the connection).
 func refuseTooLarge(w http.ResponseWriter, r *http.Request) {
-	w.Header()["Connection"] = closeConn
+	if r.ProtoMajor == 1 {
+		w.Header()["Connection"] = closeConn
+	}
 	writeProblem(w, r, problemBodyTooLarge, nil, nil)
 }
 

@@ -308,8 +308,7 @@ func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
 func answerError(w http.ResponseWriter, r *http.Request, err error, u string, errs errCounters, log *slog.Logger) {
 	switch {
 	case bodyTooLarge(r): // over max_body_size (its read cancelled the upstream request)
-		w.Header()["Connection"] = closeConn // the rest of the body is not read
-		writeProblem(w, r, problemBodyTooLarge, nil, nil)
+		refuseTooLarge(w, r)
 	case bodyTimedOut(r): // the client stalled (its read also cancelled the context)
 		w.Header()["Connection"] = closeConn // the rest of the body never comes
 		writeProblem(w, r, problemBodyTimeout, nil, nil)
