@@ -163,24 +163,10 @@ func logTail(path string, n int) string {
 	return strings.Join(lines, " | ")
 }
 
-// cpuCount counts the CPUs of a taskset list such as "0", "0,1" or "0-3".
+// cpuCount counts the CPUs of a taskset list such as "0", "0,1" or "0-3"
+// (at least 1).
 func cpuCount(list string) int {
-	n := 0
-	for _, part := range strings.Split(list, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, errA := strconv.Atoi(strings.TrimSpace(lo))
-		if !isRange {
-			if errA == nil {
-				n++
-			}
-			continue
-		}
-		b, errB := strconv.Atoi(strings.TrimSpace(hi))
-		if errA == nil && errB == nil && b >= a {
-			n += b - a + 1
-		}
-	}
-	return max(n, 1)
+	return max(len(cpuList(list)), 1)
 }
 
 // procStat is what the benchmark reads from /proc/PID/stat.

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// minProxyBusyPct is how busy a proxy's pinned CPUs must be, by its own
+// work, for its full-load row to measure the proxy: below it something
+// else (wrk, the upstream, other processes) set the pace, and its req/s is
+// a lower bound, not the proxy's capacity.
+const minProxyBusyPct = 90
+
+// boundCheck says whether a row's full-load figures measure the proxy:
+// its busy share of the pinned CPUs, per round and as the median.
+type boundCheck struct {
+	// BusyPct is req/s × proxy CPU-µs per request over the CPUs it is
+	// pinned to, in %: the median over rounds, then each round.
+	BusyPct  float64   `json:"busy_pct"`
+	PerRound []float64 `json:"busy_pct_per_round"`
+	// LoadBound is set when BusyPct < minProxyBusyPct: the row's ratios are
+	// not marks. Why says what took the difference.
+	LoadBound bool   `json:"load_bound"`
+	Why       string `json:"why,omitempty"`
+}
+
+// busyPct is the share of nCPU CPUs that the proxy's own work filled
+// during run s, in %: req/s × CPU-µs per request. ok is false without a
+// proxy CPU figure (the upstream direct).
+func busyPct(s sample, nCPU int) (float64, bool) {
+	if s.ProxyCPUus == nil {
+		return 0, false
+	}
+	return s.RPS * *s.ProxyCPUus / 1e6 * 100 / float64(max(nCPU, 1)), true
+}
+
+// checkBound sets Bound on every row that has a proxy, from its full-load
+// runs; nCPU is the number of CPUs the proxies were pinned to.
+func checkBound(results []*targetResult, nCPU int) {
+	for _, r := range results {
+		r.Bound = boundOf(r.Full, r.FullMedian, nCPU)
+	}
+}
+
+// boundOf is the check of one row's runs (nil without a proxy figure).
+// The reason names the larger of what the proxy's CPUs did instead: wait
+// idle (the load side was too slow) or run other processes.
+func boundOf(runs []sample, m *sample, nCPU int) *boundCheck {
+	var per []float64
+	for _, s := range runs {
+		if v, ok := busyPct(s, nCPU); ok {
+			per = append(per, v)
+		}
+	}
+	if len(per) == 0 {
+		return nil
+	}
+	c := &boundCheck{PerRound: per, BusyPct: median(append([]float64(nil), per...))}
+	if c.BusyPct >= minProxyBusyPct {
+		return c
+	}
+	c.LoadBound = true
+	c.Why = fmt.Sprintf("the proxy kept its CPU %.0f %% busy (under %d %%)", c.BusyPct, minProxyBusyPct)
+	if m == nil || m.ProxyCPUIdlePct == nil || m.ProxyCPUOtherPct == nil {
+		return c
+	}
+	switch {
+	case *m.ProxyCPUIdlePct >= *m.ProxyCPUOtherPct:
+		c.Why += fmt.Sprintf("; it sat idle %.0f %% of the time: the load side set the pace", *m.ProxyCPUIdlePct)
+		if m.LoadCPUBusyPct != nil {
+			c.Why += fmt.Sprintf(" (load CPUs %.0f %% busy)", *m.LoadCPUBusyPct)
+		}
+	default:
+		c.Why += fmt.Sprintf("; other work (other processes, interrupts) took %.0f %% of it", *m.ProxyCPUOtherPct)
+	}
+	return c
+}
+
+// loadCeiling is the request rate the load CPUs could sustain with wrk
+// and the upstream alone, from their CPU-µs per request in m, in req/s
+// (nCPU load CPUs); ok is false without both figures.
+func loadCeiling(m *sample, nCPU int) (float64, bool) {
+	if m == nil || m.WrkCPUus == nil || m.UpstreamCPUus == nil || *m.WrkCPUus+*m.UpstreamCPUus <= 0 {
+		return 0, false
+	}
+	return float64(max(nCPU, 1)) * 1e6 / (*m.WrkCPUus + *m.UpstreamCPUus), true
+}
+
+// cpuTimes are one CPU's busy and total clock ticks since boot.
+type cpuTimes struct{ busy, total int64 }
+
+// perCPUTicks reads /proc/stat's per-CPU lines.
+func perCPUTicks() (map[int]cpuTimes, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil, fmt.Errorf("reading /proc/stat: %w", err)
+	}
+	return parsePerCPU(string(b))
+}
+
+// parsePerCPU reads the "cpuN" lines of /proc/stat (proc(5)): busy is
+// user, nice, system, irq, softirq and steal; total adds idle and iowait.
+func parsePerCPU(stat string) (map[int]cpuTimes, error) {
+	out := map[int]cpuTimes{}
+	for _, line := range strings.Split(stat, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		n, err := strconv.Atoi(f[0][3:])
+		if err != nil {
+			return nil, fmt.Errorf("parsing /proc/stat: %q", f[0])
+		}
+		var t cpuTimes
+		for i := 1; i <= 8; i++ {
+			v, err := strconv.ParseInt(f[i], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("parsing /proc/stat: %w", err)
+			}
+			t.total += v
+			if i != 4 && i != 5 { // idle, iowait
+				t.busy += v
+			}
+		}
+		out[n] = t
+	}
+	if len(out) == 0 {
+		return nil, errors.New("parsing /proc/stat: no per-CPU lines")
+	}
+	return out, nil
+}
+
+// sumCPUs adds the times of the listed CPUs in snap.
+func sumCPUs(snap map[int]cpuTimes, cpus []int) cpuTimes {
+	var t cpuTimes
+	for _, c := range cpus {
+		t.busy += snap[c].busy
+		t.total += snap[c].total
+	}
+	return t
+}
+
+// cpuList expands a taskset CPU list such as "0", "0,1" or "0-3,6";
+// malformed parts are skipped.
+func cpuList(list string) []int {
+	var out []int
+	for _, part := range strings.Split(list, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, errA := strconv.Atoi(strings.TrimSpace(lo))
+		b, errB := a, error(nil)
+		if isRange {
+			b, errB = strconv.Atoi(strings.TrimSpace(hi))
+		}
+		if errA != nil || errB != nil {
+			continue
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// boundMarkdown renders latest.md's check that each proxy row measured
+// the proxy, not the load side; nProxy and nLoad are the pinned CPU counts.
+func boundMarkdown(b *strings.Builder, results []*targetResult, nProxy, nLoad int) {
+	fmt.Fprintf(b, "\n## Was each proxy the bottleneck? (full load)\n\n")
+	fmt.Fprintf(b, "busy %% = req/s × proxy CPU-µs per request, in %% of the proxy's pinned CPU%s. Under %d %% the row is **load-bound**: something else set the pace, its req/s is a lower bound and its ratios are not marks. ",
+		plural(nProxy), minProxyBusyPct)
+	fmt.Fprintf(b, "Its CPU's idle share and the share other work took (other processes, the kernel's interrupt work) say what took the difference. The load side's ceiling is what the load CPU%s could serve with wrk and the upstream alone: %d × 10⁶ ÷ (wrk + upstream CPU-µs per request).\n\n", plural(nLoad), nLoad)
+	fmt.Fprintf(b, "| target | busy %% (median) | per round | its CPU idle %% | its CPU, other work %% | load CPU busy %% | wrk CPU-µs/req | upstream CPU-µs/req | load side's ceiling req/s | |\n")
+	fmt.Fprintf(b, "|---|--:|---|--:|--:|--:|--:|--:|--:|---|\n")
+	for _, r := range results {
+		if r.Bound == nil {
+			continue
+		}
+		m, c := r.FullMedian, r.Bound
+		per := make([]string, len(c.PerRound))
+		for i, v := range c.PerRound {
+			per[i] = fmt.Sprintf("%.0f", v)
+		}
+		ceiling := "–"
+		if v, ok := loadCeiling(m, nLoad); ok {
+			ceiling = fmt.Sprintf("%.0f", v)
+		}
+		verdict := "proxy-bound"
+		if c.LoadBound {
+			verdict = "**load-bound**: " + c.Why
+		}
+		fmt.Fprintf(b, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Name, c.BusyPct, strings.Join(per, " "),
+			num(m.ProxyCPUIdlePct, 0), num(m.ProxyCPUOtherPct, 0), num(m.LoadCPUBusyPct, 0),
+			num(m.WrkCPUus, 1), num(m.UpstreamCPUus, 1), ceiling, verdict)
+	}
+}
+
+// plural is "s" for n != 1.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
