@@ -37,6 +37,20 @@ func TestBusyPct(t *testing.T) {
 	if _, ok := busyPct(sample{RPS: 40000}, 1); ok {
 		t.Error("no proxy (direct): want no figure")
 	}
+	// nginx as measured here: 80 % its own, the CPU's other 20 % all
+	// interrupt work (25 % softirq, partly inside the process's time).
+	s := sample{RPS: 40000, ProxyCPUus: ptr(20), ProxyCPUIRQPct: ptr(25), ProxyCPUOtherPct: ptr(20)}
+	if own, _ := ownPct(s, 1); !close1(own, 80) {
+		t.Errorf("own: got %v, want 80 %%", own)
+	}
+	if got, _ := busyPct(s, 1); !close1(got, 100) {
+		t.Errorf("with its interrupts: got %v, want 100 %%", got)
+	}
+	// Load-bound: 60 % its own, 15 % interrupts, 25 % other processes.
+	s = sample{RPS: 30000, ProxyCPUus: ptr(20), ProxyCPUIRQPct: ptr(15), ProxyCPUOtherPct: ptr(40)}
+	if got, _ := busyPct(s, 1); !close1(got, 75) {
+		t.Errorf("other processes beside: got %v, want 75 %%", got)
+	}
 }
 
 func TestBoundOf(t *testing.T) {
@@ -62,8 +76,14 @@ func TestBoundOf(t *testing.T) {
 	// A busy machine: other work took the proxy's CPU.
 	slow[0].ProxyCPUIdlePct, slow[0].ProxyCPUOtherPct = ptr(3), ptr(31)
 	c = boundOf(slow, medianSample(slow), 1)
-	if !c.LoadBound || !strings.Contains(c.Why, "took 31 % of it") || strings.Contains(c.Why, "idle") {
+	if !c.LoadBound || !strings.Contains(c.Why, "other processes took 31 % of it") || strings.Contains(c.Why, "idle") {
 		t.Errorf("shared CPU: got %+v", c)
+	}
+	// The interrupt work counts for the proxy, and is not "other processes".
+	slow[0].ProxyCPUIRQPct, slow[0].ProxyCPUOtherPct = ptr(10), ptr(31)
+	c = boundOf(slow, medianSample(slow), 1)
+	if !close1(c.BusyPct, 76.1391) || !close1(c.OwnPct, 66.1391) || !strings.Contains(c.Why, "other processes took 21 % of it") {
+		t.Errorf("shared CPU with interrupts: got %+v", c)
 	}
 	if boundOf(runs[:0], nil, 1) != nil || boundOf([]sample{{RPS: 5}}, nil, 1) != nil {
 		t.Error("no proxy figure: want no check")
@@ -116,10 +136,10 @@ func TestParsePerCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (cpuTimes{busy: 100 + 2 + 30 + 4 + 5 + 6, total: 554}); got[0] != want || len(got) != 2 {
+	if want := (cpuTimes{busy: 100 + 2 + 30 + 4 + 5 + 6, irq: 4 + 5, total: 554}); got[0] != want || len(got) != 2 {
 		t.Fatalf("got %+v, want cpu0 %+v and two CPUs", got, want)
 	}
-	if s := sumCPUs(got, []int{0, 1}); s.busy != 153 || s.total != 562 {
+	if s := sumCPUs(got, []int{0, 1}); s.busy != 153 || s.irq != 11 || s.total != 562 {
 		t.Errorf("sum: got %+v", s)
 	}
 	if _, err := parsePerCPU("cpu  1 2 3 4 5 6 7 8\n"); err == nil {

@@ -61,6 +61,8 @@ type options struct {
 	quietWait             time.Duration
 	redraw                string
 	upstream              string
+	nice                  int
+	niceHow               string // how nice was applied (prioritise)
 }
 
 func parseFlags() options {
@@ -89,6 +91,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.quietWait, "quiet-wait", 30*time.Second, "longest wait for quiet before a run; then it runs anyway")
 	flag.Float64Var(&o.maxBgPct, "max-bg-pct", 20, "repeat (up to 2 times) a run during which other processes used more than this % of all CPUs (0 = never)")
 	flag.StringVar(&o.upstream, "upstream", upstreamNginx, "throughput upstream: "+upstreamNginx+" (nginx return 200, configs/"+upstreamConf+") or "+upstreamGo+" (bench/upstream)")
+	flag.IntVar(&o.nice, "nice", 0, "niceness of the benchmark's servers and wrk (nice(1); negative needs root): on a machine shared with other work, lets that work yield to the measurement (0 = inherited)")
 	flag.StringVar(&o.redraw, "redraw", "", "measure nothing: recompute the medians, ratios and marks of this latest.json from its runs and rewrite it with its .md and .svg, then exit")
 	flag.Parse()
 	return o
@@ -102,6 +105,11 @@ func run() error {
 	if o.reps < 1 || o.clients < 1 || o.clientRate <= 0 || o.attackRPS <= 0 || o.attackDur <= 0 {
 		return errors.New("-r, -attack-clients, -client-rate, -attack-rate and -attack-duration must be positive")
 	}
+	how, err := prioritise(o.nice)
+	if err != nil {
+		return err
+	}
+	o.niceHow = how
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -117,7 +125,7 @@ func run() error {
 	if err := os.Chmod(o.runDir, 0o755); err != nil {
 		return fmt.Errorf("opening run dir: %w", err)
 	}
-	sup := &supervisor{runDir: o.runDir}
+	sup := &supervisor{runDir: o.runDir, nice: o.nice}
 	defer sup.stop()
 	l := &lab{sup: sup, configDir: o.configDir, binDir: o.binDir, rlproxyBin: o.rlproxyBin, baseBin: o.baseBin, proxyCPUs: o.proxyCPUs, loadCPUs: o.loadCPUs}
 	progress := func(s string) { fmt.Fprintln(os.Stderr, s) }
@@ -201,7 +209,7 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 	}
 	targets := startTargets(ctx, l, withBaseTwins(throughputTargets(), o.baseBin != ""), o.targets, upAddr, progress)
 	hz, ncpu := clockTicks(), machineCPUs()
-	b := &bench{wrk: wrkRunner{cpus: o.loadCPUs, script: o.wrkScript}, upstream: up, hz: hz, ncpu: ncpu,
+	b := &bench{wrk: wrkRunner{cpus: o.loadCPUs, script: o.wrkScript, nice: o.nice}, upstream: up, hz: hz, ncpu: ncpu,
 		proxyCPUs: cpuList(o.proxyCPUs), loadCPUs: cpuList(o.loadCPUs),
 		quiet: quietGate{maxPct: o.quietPct, maxWait: o.quietWait, hz: hz, ncpu: ncpu, progress: progress}}
 	results := b.runThroughput(ctx, plan, targets, progress)
@@ -213,7 +221,7 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 		"wrk": o.wrkArgs, "half_wrk": o.halfArgs, "half_delay_ms": strconv.Itoa(o.halfDelayMs), "r": strconv.Itoa(o.reps), "warmup": o.warmup.String(),
 		"upstream":  upDesc,
 		"quiet_pct": strconv.FormatFloat(o.quietPct, 'f', -1, 64), "quiet_wait": o.quietWait.String(),
-		"max_bg_pct": strconv.FormatFloat(o.maxBgPct, 'f', -1, 64),
+		"max_bg_pct": strconv.FormatFloat(o.maxBgPct, 'f', -1, 64), "nice": strconv.Itoa(o.nice), "nice_how": o.niceHow,
 	}), Targets: results, Goals: evalGoals(results, append(issueGoals(), abGoals(results)...))}
 	md, err := writeThroughput(o.outDir, "latest", rep, plan)
 	if err != nil {

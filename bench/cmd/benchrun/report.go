@@ -146,6 +146,9 @@ func throughputMarkdown(rep throughputReport, plan throughputPlan) string {
 	if up := rep.Meta.Settings["upstream"]; up != "" {
 		fmt.Fprintf(&b, "- upstream: %s, on the load CPU%s\n", up, plural(cpuCount(rep.Meta.LoadCPUs)))
 	}
+	if n := rep.Meta.Settings["nice"]; n != "" && n != "0" {
+		fmt.Fprintf(&b, "- the servers and wrk ran at niceness %s (`BENCH_NICE`, through %s): other processes on the machine yielded to them\n", n, rep.Meta.Settings["nice_how"])
+	}
 	fmt.Fprintf(&b, "- a row whose proxy kept its CPU under %d %% busy is marked **load-bound** (see \"Was each proxy the bottleneck?\"): its req/s is a lower bound and its ratios are not marks\n\n", minProxyBusyPct)
 
 	fmt.Fprintf(&b, "## Full load\n\n")

@@ -111,12 +111,16 @@ type sample struct {
 	// WrkCPUus is wrk's own CPU per request (its rusage).
 	WrkCPUus *float64 `json:"wrk_cpu_us_per_req,omitempty"`
 	// ProxyCPUIdlePct and ProxyCPUOtherPct are the shares of the proxy's
-	// pinned CPUs that sat idle, and that other processes than the proxy
-	// used, during the run, in %; LoadCPUBusyPct is how busy the load CPUs
-	// were (wrk, upstream, Valkey and anyone else), in %. They say what set
-	// the pace when the proxy did not fill its CPUs (boundCheck).
+	// pinned CPUs that sat idle, and that went to anything but the proxy's
+	// process time (other processes, the kernel's interrupt work), during
+	// the run, in %; ProxyCPUIRQPct is the interrupt work's share (irq and
+	// softirq in /proc/stat: on loopback, mostly the network stack
+	// delivering what the proxy sent). LoadCPUBusyPct is how busy the load
+	// CPUs were (wrk, upstream, Valkey and anyone else), in %. They say
+	// what set the pace when the proxy did not fill its CPUs (boundCheck).
 	ProxyCPUIdlePct  *float64 `json:"proxy_cpus_idle_pct,omitempty"`
 	ProxyCPUOtherPct *float64 `json:"proxy_cpus_other_pct,omitempty"`
+	ProxyCPUIRQPct   *float64 `json:"proxy_cpus_irq_pct,omitempty"`
 	LoadCPUBusyPct   *float64 `json:"load_cpus_busy_pct,omitempty"`
 	// BackgroundCPUPct is the CPU time other processes (not the target,
 	// its store, the upstream or wrk) used during the run, in percent of all
@@ -264,6 +268,7 @@ func (b *bench) cpuShares(s *sample, t *target, before, after cpuSnap) {
 		total, busy := p1.total-p0.total, p1.busy-p0.busy
 		s.ProxyCPUIdlePct = pct(total-busy, total)
 		s.ProxyCPUOtherPct = pct(busy-(after.proxy-before.proxy), total)
+		s.ProxyCPUIRQPct = pct(p1.irq-p0.irq, total)
 	}
 	if l0, l1 := sumCPUs(before.perCPU, b.loadCPUs), sumCPUs(after.perCPU, b.loadCPUs); l1.total > l0.total {
 		s.LoadCPUBusyPct = pct(l1.busy-l0.busy, l1.total-l0.total)
@@ -390,6 +395,7 @@ func medianSample(runs []sample) *sample {
 
 		ProxyCPUIdlePct:  p(func(s sample) *float64 { return s.ProxyCPUIdlePct }),
 		ProxyCPUOtherPct: p(func(s sample) *float64 { return s.ProxyCPUOtherPct }),
+		ProxyCPUIRQPct:   p(func(s sample) *float64 { return s.ProxyCPUIRQPct }),
 		LoadCPUBusyPct:   p(func(s sample) *float64 { return s.LoadCPUBusyPct }),
 		AddedP99us:       p(func(s sample) *float64 { return s.AddedP99us }),
 
