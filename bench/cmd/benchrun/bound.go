@@ -91,7 +91,7 @@ func boundOf(runs []sample, m *sample, nCPU int) *boundCheck {
 		return c
 	}
 	c.LoadBound = true
-	c.Why = fmt.Sprintf("the proxy kept its CPU %.0f %% busy (under %d %%)", c.BusyPct, minProxyBusyPct)
+	c.Why = fmt.Sprintf("the proxy kept its CPU %.1f %% busy (under %d %%)", c.BusyPct, minProxyBusyPct)
 	if m == nil || m.ProxyCPUIdlePct == nil || m.ProxyCPUOtherPct == nil {
 		return c
 	}

@@ -69,7 +69,7 @@ func TestBoundOf(t *testing.T) {
 	slow := fullRuns([2]float64{15710, 42.1})
 	slow[0].ProxyCPUIdlePct, slow[0].ProxyCPUOtherPct, slow[0].LoadCPUBusyPct = ptr(30), ptr(4), ptr(100)
 	c = boundOf(slow, medianSample(slow), 1)
-	if !c.LoadBound || !strings.Contains(c.Why, "66 % busy") || !strings.Contains(c.Why, "idle 30 %") ||
+	if !c.LoadBound || !strings.Contains(c.Why, "66.1 % busy") || !strings.Contains(c.Why, "idle 30 %") ||
 		!strings.Contains(c.Why, "load side set the pace (load CPUs 100 % busy)") {
 		t.Errorf("slow load side: got %+v", c)
 	}
@@ -109,7 +109,7 @@ func TestLoadBoundRowIsNoMark(t *testing.T) {
 		{num: "rlproxy_memory", den: baselineID, halfP99: true, atMost: 2},
 	})
 	full, half := got[0], got[1]
-	if full.Met != nil || full.Note != "no mark: load-bound (nginx + limit_req 66 % busy, under 90 %)" || !close1(full.Ratio, 9669.0/15710) {
+	if full.Met != nil || full.Note != "no mark: load-bound (nginx + limit_req 66.1 % busy, under 90 %)" || !close1(full.Ratio, 9669.0/15710) {
 		t.Errorf("full-load mark: got %+v", full)
 	}
 	if half.Met == nil || !*half.Met || half.Note != "" {
@@ -119,7 +119,7 @@ func TestLoadBoundRowIsNoMark(t *testing.T) {
 	md := throughputMarkdown(throughputReport{Meta: meta{ProxyCPUs: "0", LoadCPUs: "1"}, Targets: results, Goals: got},
 		throughputPlan{reps: 1})
 	for _, want := range []string{
-		"| nginx + limit_req (**load-bound**, 66 % busy) | 15710 |",
+		"| nginx + limit_req (**load-bound**, 66.1 % busy) | 15710 |",
 		"| memory | 9669 |",
 		"| nginx + limit_req | 66 | 66 |",
 		"| memory | 93 | 93 |",

@@ -117,7 +117,7 @@ func TestRedraw(t *testing.T) {
 		"| rlproxy memory | 28100 | 0.76× |",
 		// 37,016 req/s × 19 µs: nginx kept its CPU 70 % busy, so the
 		// ratio is no mark (a report from before the check gets it too).
-		"| rlproxy memory ÷ nginx + limit_req | req/s | ≥ 0.40× | 0.759× | 0.78 0.73 0.76 | no mark: load-bound (nginx + limit_req 70 % busy, under 90 %) |",
+		"| rlproxy memory ÷ nginx + limit_req | req/s | ≥ 0.40× | 0.759× | 0.78 0.73 0.76 | no mark: load-bound (nginx + limit_req 70.3 % busy, under 90 %) |",
 	} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("run.md lacks %q:\n%s", want, md)

@@ -155,7 +155,7 @@ func loadBoundNote(rs ...*targetResult) string {
 	var bound []string
 	for _, r := range rs {
 		if r != nil && r.Bound != nil && r.Bound.LoadBound {
-			bound = append(bound, fmt.Sprintf("%s %.0f %%", r.Name, r.Bound.BusyPct))
+			bound = append(bound, fmt.Sprintf("%s %.1f %%", r.Name, r.Bound.BusyPct))
 		}
 	}
 	if len(bound) == 0 {

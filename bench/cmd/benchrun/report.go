@@ -166,7 +166,7 @@ func throughputMarkdown(rep throughputReport, plan throughputPlan) string {
 		}
 		name := r.Name
 		if r.Bound != nil && r.Bound.LoadBound {
-			name += fmt.Sprintf(" (**load-bound**, %.0f %% busy)", r.Bound.BusyPct)
+			name += fmt.Sprintf(" (**load-bound**, %.1f %% busy)", r.Bound.BusyPct)
 		}
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %.0f | %s | %.0f | %s | %s | %s | %s | %d / %d | %.1f |\n",
 			name, m.RPS, ratio(q.RPS), m.P50us, ratio(q.P50), m.P99us, ratio(q.P99),
