@@ -63,24 +63,27 @@ func busyPct(s sample, nCPU int) (float64, bool) {
 }
 
 // checkBound sets Bound on every row that has a proxy, from its full-load
-// runs; nCPU is the number of CPUs the proxies were pinned to.
-func checkBound(results []*targetResult, nCPU int) {
+// runs; nProxy and nLoad are the numbers of CPUs the proxies and the load
+// side were pinned to.
+func checkBound(results []*targetResult, nProxy, nLoad int) {
 	for _, r := range results {
-		r.Bound = boundOf(r.Full, r.FullMedian, nCPU)
+		r.Bound = boundOf(r.Full, r.FullMedian, nProxy, nLoad)
 	}
 }
 
 // boundOf is the check of one row's runs (nil without a proxy figure).
-// The reason names the larger of what the proxy's CPUs did instead: wait
-// idle (the load side was too slow) or run other work.
-func boundOf(runs []sample, m *sample, nCPU int) *boundCheck {
+// A load-bound row's reason gives what its CPU did instead (sat idle, ran
+// other processes) and how close the load side was to its ceiling: on a
+// shared machine other processes fill the time a waiting proxy leaves, so
+// the idle share alone does not tell a slow load side from a busy machine.
+func boundOf(runs []sample, m *sample, nProxy, nLoad int) *boundCheck {
 	c := &boundCheck{}
 	for _, s := range runs {
-		own, ok := ownPct(s, nCPU)
+		own, ok := ownPct(s, nProxy)
 		if !ok {
 			continue
 		}
-		busy, _ := busyPct(s, nCPU)
+		busy, _ := busyPct(s, nProxy)
 		c.OwnPerRound, c.PerRound = append(c.OwnPerRound, own), append(c.PerRound, busy)
 	}
 	if len(c.PerRound) == 0 {
@@ -99,14 +102,12 @@ func boundOf(runs []sample, m *sample, nCPU int) *boundCheck {
 	if m.ProxyCPUIRQPct != nil {
 		other = max(0, other-*m.ProxyCPUIRQPct)
 	}
-	switch {
-	case *m.ProxyCPUIdlePct >= other:
-		c.Why += fmt.Sprintf("; it sat idle %.0f %% of the time: the load side set the pace", *m.ProxyCPUIdlePct)
-		if m.LoadCPUBusyPct != nil {
-			c.Why += fmt.Sprintf(" (load CPUs %.0f %% busy)", *m.LoadCPUBusyPct)
-		}
-	default:
-		c.Why += fmt.Sprintf("; other processes took %.0f %% of it", other)
+	c.Why += fmt.Sprintf("; its CPU sat idle %.0f %%, other processes took %.0f %%", *m.ProxyCPUIdlePct, other)
+	if m.LoadCPUBusyPct != nil {
+		c.Why += fmt.Sprintf("; the load CPUs were %.0f %% busy", *m.LoadCPUBusyPct)
+	}
+	if v, ok := loadCeiling(m, nLoad); ok && m.RPS > 0 {
+		c.Why += fmt.Sprintf(", their ceiling with wrk and the upstream alone %.0f req/s (%.2f× its rate)", v, v/m.RPS)
 	}
 	return c
 }

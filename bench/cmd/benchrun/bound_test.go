@@ -56,36 +56,37 @@ func TestBusyPct(t *testing.T) {
 func TestBoundOf(t *testing.T) {
 	// 94 %, 88 %, 96 %: the median (94) decides, every round is listed.
 	runs := fullRuns([2]float64{20000, 47}, [2]float64{20000, 44}, [2]float64{20000, 48})
-	c := boundOf(runs, medianSample(runs), 1)
+	c := boundOf(runs, medianSample(runs), 1, 1)
 	if c == nil || c.LoadBound || !close1(c.BusyPct, 94) || len(c.PerRound) != 3 || !close1(c.PerRound[1], 88) {
 		t.Fatalf("proxy-bound row: got %+v", c)
 	}
 	// Exactly 90 % is enough.
-	if c := boundOf(fullRuns([2]float64{10000, 90}), nil, 1); c.LoadBound {
+	if c := boundOf(fullRuns([2]float64{10000, 90}), nil, 1, 1); c.LoadBound {
 		t.Errorf("90 %%: got load-bound, want proxy-bound")
 	}
 
 	// A slowed load side: the proxy's CPU sat idle more than others used it.
 	slow := fullRuns([2]float64{15710, 42.1})
 	slow[0].ProxyCPUIdlePct, slow[0].ProxyCPUOtherPct, slow[0].LoadCPUBusyPct = ptr(30), ptr(4), ptr(100)
-	c = boundOf(slow, medianSample(slow), 1)
-	if !c.LoadBound || !strings.Contains(c.Why, "66.1 % busy") || !strings.Contains(c.Why, "idle 30 %") ||
-		!strings.Contains(c.Why, "load side set the pace (load CPUs 100 % busy)") {
-		t.Errorf("slow load side: got %+v", c)
+	slow[0].WrkCPUus, slow[0].UpstreamCPUus = ptr(11), ptr(28)
+	c = boundOf(slow, medianSample(slow), 1, 1)
+	if want := "the proxy kept its CPU 66.1 % busy (under 90 %); its CPU sat idle 30 %, other processes took 4 %; " +
+		"the load CPUs were 100 % busy, their ceiling with wrk and the upstream alone 25641 req/s (1.63× its rate)"; !c.LoadBound || c.Why != want {
+		t.Errorf("slow load side: got %+v, want why %q", c, want)
 	}
 	// A busy machine: other work took the proxy's CPU.
 	slow[0].ProxyCPUIdlePct, slow[0].ProxyCPUOtherPct = ptr(3), ptr(31)
-	c = boundOf(slow, medianSample(slow), 1)
-	if !c.LoadBound || !strings.Contains(c.Why, "other processes took 31 % of it") || strings.Contains(c.Why, "idle") {
+	c = boundOf(slow, medianSample(slow), 1, 1)
+	if !c.LoadBound || !strings.Contains(c.Why, "idle 3 %, other processes took 31 %;") {
 		t.Errorf("shared CPU: got %+v", c)
 	}
 	// The interrupt work counts for the proxy, and is not "other processes".
 	slow[0].ProxyCPUIRQPct, slow[0].ProxyCPUOtherPct = ptr(10), ptr(31)
-	c = boundOf(slow, medianSample(slow), 1)
-	if !close1(c.BusyPct, 76.1391) || !close1(c.OwnPct, 66.1391) || !strings.Contains(c.Why, "other processes took 21 % of it") {
+	c = boundOf(slow, medianSample(slow), 1, 1)
+	if !close1(c.BusyPct, 76.1391) || !close1(c.OwnPct, 66.1391) || !strings.Contains(c.Why, "other processes took 21 %;") {
 		t.Errorf("shared CPU with interrupts: got %+v", c)
 	}
-	if boundOf(runs[:0], nil, 1) != nil || boundOf([]sample{{RPS: 5}}, nil, 1) != nil {
+	if boundOf(runs[:0], nil, 1, 1) != nil || boundOf([]sample{{RPS: 5}}, nil, 1, 1) != nil {
 		t.Error("no proxy figure: want no check")
 	}
 }
@@ -100,7 +101,7 @@ func TestLoadBoundRowIsNoMark(t *testing.T) {
 		Half: runs([]float64{5000}, 600)}
 	results := []*targetResult{nginx, mem}
 	summarize(results)
-	checkBound(results, 1)
+	checkBound(results, 1, 1)
 	if !nginx.Bound.LoadBound || mem.Bound.LoadBound {
 		t.Fatalf("bound: nginx %+v, memory %+v; want nginx only", nginx.Bound, mem.Bound)
 	}
@@ -207,7 +208,7 @@ func TestSlowedUpstreamIsFlagged(t *testing.T) {
 		ncpu: machineCPUs(), proxyCPUs: []int{0}, loadCPUs: []int{0}}
 	plan := throughputPlan{reps: 1, fullArgs: []string{"-t1", "-c4"}, fullDur: time.Second, halfArgs: []string{"-t1", "-c1"}, halfDur: time.Second}
 	results := b.runThroughput(ctx, plan, targets, func(string) {})
-	checkBound(results, 1)
+	checkBound(results, 1, 1)
 	r := results[0]
 	if r.Status != "ok" || r.FullMedian == nil || r.FullMedian.RPS > 2000 {
 		t.Fatalf("run: status %q, median %+v; want ≤ 2,000 req/s", r.Status, r.FullMedian)

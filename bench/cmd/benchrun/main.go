@@ -216,7 +216,7 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
 	}
-	checkBound(results, cpuCount(o.proxyCPUs))
+	checkBound(results, cpuCount(o.proxyCPUs), cpuCount(o.loadCPUs))
 	rep := throughputReport{Meta: collectMeta(l, map[string]string{
 		"wrk": o.wrkArgs, "half_wrk": o.halfArgs, "half_delay_ms": strconv.Itoa(o.halfDelayMs), "r": strconv.Itoa(o.reps), "warmup": o.warmup.String(),
 		"upstream":  upDesc,
@@ -296,7 +296,7 @@ func redraw(path string) error {
 		return fmt.Errorf("reading report %s: meta.settings.wrk / half_wrk: %w", path, err)
 	}
 	summarize(rep.Targets)
-	checkBound(rep.Targets, cpuCount(rep.Meta.ProxyCPUs))
+	checkBound(rep.Targets, cpuCount(rep.Meta.ProxyCPUs), cpuCount(rep.Meta.LoadCPUs))
 	rep.Goals = evalGoals(rep.Targets, append(issueGoals(), abGoals(rep.Targets)...))
 	base := filepath.Base(path)
 	_, err = writeThroughput(filepath.Dir(path), strings.TrimSuffix(base, filepath.Ext(base)), rep, plan)
