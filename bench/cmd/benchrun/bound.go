@@ -53,13 +53,14 @@ func ownPct(s sample, nCPU int) (float64, bool) {
 }
 
 // busyPct is ownPct plus the interrupt work on the proxy's CPUs that is
-// not in its process time: at most what was not the process's.
+// not in its process time: at most what was not the process's. The sum
+// is capped at 100 % (or own, when the clock ticks put that above).
 func busyPct(s sample, nCPU int) (float64, bool) {
 	own, ok := ownPct(s, nCPU)
 	if !ok || s.ProxyCPUIRQPct == nil || s.ProxyCPUOtherPct == nil {
 		return own, ok
 	}
-	return own + min(*s.ProxyCPUIRQPct, *s.ProxyCPUOtherPct), true
+	return min(own+min(*s.ProxyCPUIRQPct, *s.ProxyCPUOtherPct), max(own, 100)), true
 }
 
 // checkBound sets Bound on every row that has a proxy, from its full-load

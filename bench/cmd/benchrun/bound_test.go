@@ -46,6 +46,15 @@ func TestBusyPct(t *testing.T) {
 	if got, _ := busyPct(s, 1); !close1(got, 100) {
 		t.Errorf("with its interrupts: got %v, want 100 %%", got)
 	}
+	// Clock ticks can put the sum over 100 %: capped, but never under own.
+	s = sample{RPS: 40000, ProxyCPUus: ptr(24), ProxyCPUIRQPct: ptr(25), ProxyCPUOtherPct: ptr(5)}
+	if got, _ := busyPct(s, 1); !close1(got, 100) {
+		t.Errorf("over 100: got %v, want 100 %%", got)
+	}
+	s.ProxyCPUus = ptr(25.25)
+	if got, _ := busyPct(s, 1); !close1(got, 101) {
+		t.Errorf("own over 100: got %v, want 101 %%", got)
+	}
 	// Load-bound: 60 % its own, 15 % interrupts, 25 % other processes.
 	s = sample{RPS: 30000, ProxyCPUus: ptr(20), ProxyCPUIRQPct: ptr(15), ProxyCPUOtherPct: ptr(40)}
 	if got, _ := busyPct(s, 1); !close1(got, 75) {
