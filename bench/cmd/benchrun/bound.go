@@ -22,7 +22,7 @@ const minProxyBusyPct = 90
 // that runs outside the process's time (with a kernel that accounts irq
 // and softirq time apart, on loopback mostly delivering what the proxy
 // sent): nginx + limit_req at 45k req/s here had 80-86 % of its own and
-// 24-27 % softirq on its CPU, 0 idle, so on its own share alone no nginx
+// 23-27 % softirq on its CPU, 0 idle, so on its own share alone no nginx
 // row could reach 90 %. So the check adds the interrupt work its CPU did,
 // as far as it is not already in the process's time: busy = own +
 // min(interrupt share, share of the CPU not the process's). What is left,
