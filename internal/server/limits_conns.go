@@ -41,9 +41,9 @@ import (
 type connPhase uint8
 
 const (
-	phaseNoRequest connPhase = iota // accepted, no complete request head yet
+	phaseBusy      connPhase = iota // not listed: a request in progress, upgraded, closed, or not yet accepted
+	phaseNoRequest                  // accepted, no complete request head yet
 	phaseIdle                       // keep-alive between requests
-	phaseBusy                       // a request in progress, upgraded, or closed
 )
 
 // connList is a doubly linked list of connections through their prev and
