@@ -4,7 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Listeners holds the client-connection collectors of rlproxy's listeners
 // (server.max_connections, server.max_connections_per_client and
-// server.write_timeout, the operator's reference), labelled by listener
+// server.write_timeout, docs/reference/config.md), labelled by listener
 // ("public"). Build it once per registry with NewListeners.
 type Listeners struct {
 	open          *prometheus.GaugeVec
