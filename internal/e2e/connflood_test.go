@@ -50,8 +50,8 @@ func TestOneClientCannotFillListener(t *testing.T) {
 		{"keepalive/per_client_off", "max_connections_per_client: 0, ", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Each case its own source addresses: 10,000 closed client
-			// sockets wait in TIME_WAIT, holding their ports.
+			// Each case its own source addresses: the sockets the
+			// server closed wait in TIME_WAIT there.
 			flooder, prober := fmt.Sprintf("127.0.1.%d", 2*i+2), fmt.Sprintf("127.0.1.%d", 2*i+3)
 			yaml := fmt.Sprintf("server: { %sread_header_timeout: 5m, idle_timeout: 5m }\nupstreams: { app: { url: %q } }\nroutes: [ { name: all, upstream: app } ]\n", tc.server, up.URL)
 			p := fleet.StartWith(t, 1, yaml, fleet.Options{NoFile: 20000}).Procs[0]
@@ -60,6 +60,9 @@ func TestOneClientCannotFillListener(t *testing.T) {
 			held, served := floodConns(t, flooder, addr, n, tc.request)
 			defer func() {
 				for _, c := range held {
+					// A reset, not a close: 10,000 sockets in TIME_WAIT
+					// would hold their ports on the next run.
+					_ = c.(*net.TCPConn).SetLinger(0)
 					c.Close()
 				}
 			}()
