@@ -59,7 +59,7 @@ func TestMaxConnectionsPerClient(t *testing.T) {
 		}
 	}
 	for src, want := range map[string]string{
-		"server:\n  max_connections_per_client: -1\n":  `x.yaml:2: server.max_connections_per_client: -1: want a whole number from 0 to 100000000`,
+		"server:\n  max_connections_per_client: -1\n":    `x.yaml:2: server.max_connections_per_client: -1: want a whole number from 0 to 100000000`,
 		"server:\n\n  max_connections_per_client: ten\n": `x.yaml:3: server.max_connections_per_client: "ten": want a whole number`,
 	} {
 		_, err := ParseWith("x.yaml", []byte(src+tail), LoadOptions{})
