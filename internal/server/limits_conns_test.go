@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -348,5 +349,62 @@ func BenchmarkTrackState(b *testing.B) {
 	for b.Loop() {
 		l.trackState(nc, http.StateActive)
 		l.trackState(nc, http.StateIdle)
+	}
+}
+
+// TestReclaimHTTP2OverTLS: an HTTP/2 connection over TLS with no stream
+// open is idle and gives way at max_connections 1; one with a stream in
+// progress does not, and the next connection is refused.
+func TestReclaimHTTP2OverTLS(t *testing.T) {
+	b := &blocker{release: make(chan struct{})}
+	defer close(b.release)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.NewListeners(prometheus.NewRegistry()).For("public")
+	l := newLimitListener(ln, config.Server{MaxConnections: 1, MaxConnectionsPerClient: off()}, m, slog.New(slog.DiscardHandler))
+	srv := httptest.NewUnstartedServer(b)
+	srv.Listener.Close()
+	srv.Listener, srv.EnableHTTP2 = l, true
+	srv.Config.ConnState = l.trackState
+	srv.StartTLS()
+	defer srv.Close()
+	client := func() *http.Client {
+		return &http.Client{Timeout: 10 * time.Second, Transport: srv.Client().Transport.(*http.Transport).Clone()}
+	}
+	first := client()
+	resp, err := first.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("HTTP/%d, want HTTP/2", resp.ProtoMajor)
+	}
+	waitUntil(t, "the HTTP/2 connection idle", func() bool { return phaseLen(l, phaseIdle) == 1 })
+	second := client()
+	if resp, err = second.Get(srv.URL + "/"); err != nil {
+		t.Fatalf("a second connection at the cap: %v, want the idle one to give way", err)
+	}
+	resp.Body.Close()
+	done := make(chan error, 1)
+	go func() {
+		resp, err := second.Get(srv.URL + "/block")
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitUntil(t, "a stream in progress", func() bool { return phaseLen(l, phaseIdle) == 0 && phaseLen(l, phaseNoRequest) == 0 })
+	if _, err := client().Get(srv.URL + "/"); err == nil {
+		t.Error("a third connection was served while the only one had a stream in progress")
+	}
+	if got := [3]float64{value(m.ReclaimedIdle), value(m.ReclaimedNoRequest), value(m.Refused)}; got != [3]float64{1, 0, 1} {
+		t.Errorf("reclaimed idle, no_request, refused = %v, want [1 0 1]", got)
+	}
+	b.release <- struct{}{}
+	if err := <-done; err != nil {
+		t.Errorf("the stream in progress: %v", err)
 	}
 }
