@@ -126,3 +126,35 @@ func TestPerClientCapBehindProxyProtocol(t *testing.T) {
 		t.Errorf("%d of 5 and %d of 3 answered, want 3 and 3", a, b)
 	}
 }
+
+// TestPerClientCapReload: a reload changes max_connections_per_client for
+// new connections and counts the ones already open: 2 held under a cap of
+// 2, a third refused; reloaded to 3, a third admitted and a fourth
+// refused; reloaded to 0 (off), a fourth admitted; and real_ip's trusted
+// proxies, reloaded, are spared.
+func TestPerClientCapReload(t *testing.T) {
+	up := rlproxytest.NewUpstream(t)
+	conf := func(cap int, trusted string) string {
+		return fmt.Sprintf("server: { max_connections_per_client: %d }\nreal_ip: { trusted_proxies: [%s] }\nupstreams: { app: { url: %q } }\nroutes: [ { name: all, upstream: app } ]\n", cap, trusted, up.URL)
+	}
+	in := rlproxytest.Start(t, conf(2, "192.0.2.1"))
+	reload := func(cap int, trusted string) {
+		t.Helper()
+		in.Rewrite(t, conf(cap, trusted))
+		in.App.Reload("test")
+		if p := in.App.Config().Server.MaxConnectionsPerClient; p == nil || *p != cap {
+			t.Fatalf("reload to %d not applied", cap)
+		}
+	}
+	addr := in.App.Addr()
+	got := []int{capAdmitted(t, "127.0.3.201", addr, 3)}
+	reload(3, "192.0.2.1")
+	got = append(got, capAdmitted(t, "127.0.3.201", addr, 2))
+	reload(0, "192.0.2.1")
+	got = append(got, capAdmitted(t, "127.0.3.201", addr, 1))
+	reload(1, "127.0.3.202")
+	got = append(got, capAdmitted(t, "127.0.3.202", addr, 3))
+	if fmt.Sprint(got) != "[2 1 1 3]" {
+		t.Errorf("admitted %v, want [2 1 1 3]", got)
+	}
+}
