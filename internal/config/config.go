@@ -116,6 +116,12 @@ type Server struct {
 	// the process's open-file limit, leaving room for upstream and store
 	// connections (internal/server, limits.go).
 	MaxConnections int
+	// MaxConnectionsPerClient caps the open connections of one client
+	// address (an IPv6 address's /64), read after a PROXY protocol header;
+	// beyond it a new connection is closed at once. nil (the default)
+	// derives it from MaxConnections (internal/server, limits_conns.go);
+	// 0 turns it off.
+	MaxConnectionsPerClient *int
 	// ShutdownDelay is how long the listener keeps accepting after SIGTERM
 	// while /readyz answers 503, so load balancers stop sending first
 	// (default 5s; 0 = close at once).

@@ -479,6 +479,7 @@ func (a *App) Reload(reason string) {
 	}
 	if a.lim != nil {
 		a.lim.set(cfg.Server)
+		a.lim.trust(cfg.RealIP.TrustedProxies)
 	}
 	a.level.Set(cfg.Log.Level)
 	a.warn(cfg)
