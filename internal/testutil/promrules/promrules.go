@@ -38,6 +38,17 @@ func NewRecording(names ...string) *Recording {
 // Steps returns how many scrapes the Recording holds.
 func (r *Recording) Steps() int { return r.steps }
 
+// Values returns the values per step of the recorded series named series
+// as promtool's input writes it (e.g. `m{job="rlproxy",instance="test"}`);
+// "_" where it was absent.
+func (r *Recording) Values(series string) []string {
+	v := slices.Clone(r.values[series])
+	for len(v) < r.steps {
+		v = append(v, "_")
+	}
+	return v
+}
+
 // Scrape reads metricsURL (an rlproxy's /metrics) and adds one step.
 func (r *Recording) Scrape(t testing.TB, metricsURL string) {
 	t.Helper()
