@@ -125,7 +125,7 @@ func flatValid(f flatText, k *Credentials, plans []string, seen map[string]strin
 func flatChecked(d *decoder, f flatText, k *Credentials, plans []string, seen map[string]string) {
 	first := map[string]int{} // this text's credential → line of its first mention
 	line := f.first - 1
-	for rest := f.data; rest != ""; {
+	for rest := f.data; rest != "" && !d.errs.full(); {
 		var text string
 		text, rest, _ = strings.Cut(rest, "\n")
 		line++
