@@ -242,6 +242,12 @@ type Upstream struct {
 	// CAFile verifies an https upstream (PEM); empty uses the system roots.
 	CAFile                string
 	ResponseHeaderTimeout time.Duration // default 30s
+	// ReadTimeout is the longest wait between two reads of the upstream's
+	// response body after its head (nginx proxy_read_timeout, default
+	// 60s; 0 = none). On expiry the response, already started, is cut:
+	// the client connection is closed. gRPC and text/event-stream
+	// responses follow server.stream_idle_timeout instead.
+	ReadTimeout time.Duration
 
 	// Host is the Host header sent upstream: "" (`host: client`, the
 	// default: the client's), HostUpstream (the server URL's host[:port],

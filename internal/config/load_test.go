@@ -271,8 +271,8 @@ func TestSpecExample(t *testing.T) {
 		Response:      Response{Status: 429, Headers: HeadersRateLimit},
 		QuotaEndpoint: QuotaEndpoint{Limit: algo.Limit{Kind: algo.TokenBucket, Count: 10, Period: 1000, Burst: 20}},
 		Upstreams: map[string]*Upstream{
-			"app":  withPoolDefaults(&Upstream{Name: "app", URL: mustURL(t, "http://127.0.0.1:9000"), ResponseHeaderTimeout: 30 * time.Second}),
-			"demo": {Name: "demo", Builtin: "echo", ResponseHeaderTimeout: 30 * time.Second},
+			"app":  withPoolDefaults(&Upstream{Name: "app", URL: mustURL(t, "http://127.0.0.1:9000"), ResponseHeaderTimeout: 30 * time.Second, ReadTimeout: time.Minute}),
+			"demo": {Name: "demo", Builtin: "echo", ResponseHeaderTimeout: 30 * time.Second, ReadTimeout: time.Minute},
 		},
 		Policies: map[string]*Policy{
 			"login": {Name: "login", Line: 27, Key: ipKey, OnStoreError: FailClosed,
@@ -327,7 +327,7 @@ func TestExtensions(t *testing.T) {
 		Response:      Response{Status: 503, Headers: HeadersXRateLimit | HeadersRateLimitLegacy},
 		QuotaEndpoint: QuotaEndpoint{Path: "/quota", Limit: algo.Limit{Kind: algo.TokenBucket, Count: 5, Period: 1000, Burst: 10}},
 		Upstreams: map[string]*Upstream{
-			"app": withPoolDefaults(&Upstream{Name: "app", URL: mustURL(t, "https://api.internal:8443/base"), ResponseHeaderTimeout: 5 * time.Second}),
+			"app": withPoolDefaults(&Upstream{Name: "app", URL: mustURL(t, "https://api.internal:8443/base"), ResponseHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute}),
 		},
 		Policies: map[string]*Policy{
 			"sms": {Name: "sms", Line: 34, Key: jwtKey, DryRun: true,

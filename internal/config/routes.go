@@ -248,9 +248,20 @@ func (l *loader) plansSection(p *Plans, line int) *section {
 			p.Default = s
 		}
 	}}
-	keys := value{func() schema { return namedShape(stringShape(), "") }, func(n *yaml.Node, path string) { credentials(l.decoder, n, path, p, names, seen) }}
+	var block *flatBlock // the inline keys, when read outside the YAML
+	keys := value{func() schema { return namedShape(stringShape(), "") }, func(n *yaml.Node, path string) {
+		if block = l.inlineBlock(n); block != nil {
+			block.field = path
+			flatAdd(l.decoder, block.flatText, block.count, p, names, seen)
+			return
+		}
+		credentials(l.decoder, n, path, p, names, seen)
+	}}
 	keysFile := value{stringShape, func(n *yaml.Node, path string) {
 		if f, ok := l.filePath(n, path, l.dir); ok {
+			if block != nil { // a keys_file's credentials must not repeat them
+				block.addSeen(l.file, seen)
+			}
 			l.keysFile(n, path, f, p, names, seen)
 		}
 	}}

@@ -342,6 +342,8 @@ func (l *loader) upstreamSection(u *Upstream) *section {
 			{name: "ca_file", value: caFile, doc: "PEM CA bundle verifying an https upstream; default the system roots."},
 			{name: "response_header_timeout", def: "30s", value: l.durationVal(&u.ResponseHeaderTimeout, false),
 				doc: "Longest wait for the upstream's response headers; past it the client gets 504."},
+			{name: "read_timeout", def: "60s", value: l.durationVal(&u.ReadTimeout, true),
+				doc: "Longest wait between two reads of the upstream's response body (nginx proxy_read_timeout; 0 = none); past it the response is cut and the client connection closed. gRPC and event streams follow server.stream_idle_timeout."},
 		}, slices.Concat(forwardingFields(), poolFields())...),
 		// The pool before ca_file, which needs the servers' scheme.
 		pre: func(o object) {

@@ -86,8 +86,9 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 			}
 		}
 		up.pool = pools[route.Upstream]
-		up.plain = newReverseProxy(u, up.pool, ri, errs, log, false)
-		up.limited = newReverseProxy(u, up.pool, ri, errs, log, true)
+		reads := newReadTimeouts(u.ReadTimeout, cfg.Server.StreamIdleTimeout, readTimeoutExpired(u.Name, errs.upstream, log))
+		up.plain = newReverseProxy(u, up.pool, ri, errs, reads, log, false)
+		up.limited = newReverseProxy(u, up.pool, ri, errs, reads, log, true)
 	}
 	return rt, nil
 }
@@ -190,7 +191,18 @@ func inc(c prometheus.Counter) {
 	}
 }
 
-func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, log *slog.Logger, limited bool) *httputil.ReverseProxy {
+// readTimeoutExpired counts (in c, route's rlproxy_upstream_errors_total)
+// and logs one response of upstream u cut by its read bound.
+func readTimeoutExpired(u string, c prometheus.Counter, log *slog.Logger) func() {
+	return func() {
+		inc(c)
+		if log != nil {
+			log.Warn("upstream read timeout: response cut", "upstream", u)
+		}
+	}
+}
+
+func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, reads *readTimeouts, log *slog.Logger, limited bool) *httputil.ReverseProxy {
 	rw := newRewriter(u, ri)
 	respEdit := newHeaderEdit(u.ResponseHeaders)
 	return &httputil.ReverseProxy{
@@ -216,6 +228,7 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 				stripQuotaHeaders(resp.Header)
 			}
 			respEdit.apply(resp.Header)
+			reads.wrap(resp)
 			return nil
 		},
 	}
@@ -298,7 +311,8 @@ func answerError(w http.ResponseWriter, r *http.Request, err error, u string, er
 	case errors.Is(err, upstreampkg.ErrNoHealthy): // every server out of rotation
 		inc(errs.upstream)
 		writeProblem(w, r, problemNoHealthy, nil, nil)
-	case isTimeout(err):
+	case isTimeout(err): // counted as an upstream error too, as documented (502 and 504)
+		inc(errs.upstream)
 		inc(errs.timeout)
 		if log != nil {
 			log.Warn("upstream timeout", "upstream", u, "path", r.URL.Path, "err", err)
