@@ -1,0 +1,145 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"rlproxy/internal/config"
+)
+
+// httpTransport is a real net/http transport as a pool server's Transport.
+type httpTransport struct{ *http.Transport }
+
+func (t httpTransport) Close() { t.CloseIdleConnections() }
+
+// failingBody yields its text, then err: a client body that breaks half
+// way, as net/http's chunked reader reports a malformed chunk or trailer.
+type failingBody struct {
+	r   io.Reader
+	err error
+}
+
+func (b *failingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		return n, b.err
+	}
+	return n, err
+}
+
+func (b *failingBody) Close() error { return nil }
+
+// realPool is a pool (max_fails 1, one retry) over two real loopback
+// servers running h, with real transports.
+func realPool(t *testing.T, h http.HandlerFunc) *Pool {
+	t.Helper()
+	u := &config.Upstream{Name: "app", Balance: config.BalanceRoundRobin, MaxFails: 1, FailTimeout: time.Minute, Retries: 1}
+	for range 2 {
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		v, _ := url.Parse(srv.URL)
+		u.Servers = append(u.Servers, config.UpstreamServer{URL: v, Weight: 1})
+	}
+	u.URL = u.Servers[0].URL
+	set := NewSet(Options{
+		NewTransport: func(*config.Upstream, *url.URL) (Transport, error) {
+			return httpTransport{&http.Transport{}}, nil
+		},
+		Now: time.Now,
+	})
+	t.Cleanup(set.Close)
+	pools, err := set.Update(&config.Config{Upstreams: map[string]*config.Upstream{"app": u}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pools["app"]
+}
+
+// TestBlame: a client's malformed or cut body, a request the transport
+// refuses to send and a client that left are the client's: after two such
+// requests both servers of a two-server pool (max_fails 1) are still up,
+// and each came back as a ClientError of its kind, tried once. A server
+// that resets the connection is the server's: two requests take both out.
+func TestBlame(t *testing.T) {
+	upstream := func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/reset" {
+			c, _, _ := http.NewResponseController(w).Hijack()
+			c.Close()
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		name   string
+		req    func() *http.Request
+		want   Blame
+		upLeft int // servers in rotation afterwards
+	}{
+		{"malformed chunked body", func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, "http://x/", &failingBody{strings.NewReader("hello"), errors.New("malformed chunked encoding")})
+			return r
+		}, BlameClientBody, 2},
+		{"body cut short", func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPut, "http://x/", &failingBody{strings.NewReader("hel"), io.ErrUnexpectedEOF})
+			r.ContentLength = 5
+			return r
+		}, BlameClientBody, 2},
+		{"method not a token", func() *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
+			r.Method = "G(T"
+			return r
+		}, BlameClientRequest, 2},
+		{"header value with a newline", func() *http.Request {
+			r, _ := http.NewRequest(http.MethodGet, "http://x/", nil)
+			r.Header["X-A"] = []string{"a\nb"}
+			return r
+		}, BlameClientRequest, 2},
+		{"client left", func() *http.Request {
+			r, _ := http.NewRequestWithContext(gone, http.MethodGet, "http://x/", nil)
+			return r
+		}, BlameClientGone, 2},
+		{"server resets", func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, "http://x/reset", strings.NewReader("ok"))
+			return r
+		}, BlameServer, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := realPool(t, upstream)
+			for i := range 2 {
+				x := &Exchange{}
+				req := c.req()
+				req = req.WithContext(WithExchange(req.Context(), x))
+				_, err := p.RoundTrip(req)
+				var ce *ClientError
+				switch {
+				case err == nil:
+					t.Fatalf("request %d: no error", i)
+				case c.want == BlameServer && errors.As(err, &ce):
+					t.Fatalf("request %d: %v, want the server's error", i, err)
+				case c.want != BlameServer && (!errors.As(err, &ce) || ce.Blame != c.want):
+					t.Fatalf("request %d: %v, want a ClientError %s", i, err, c.want)
+				case c.want != BlameServer && x.Retries != 0:
+					t.Fatalf("request %d: %d retries of the client's fault, want 0", i, x.Retries)
+				}
+			}
+			up := 0
+			for _, s := range p.Servers() {
+				if s.Up(time.Now()) {
+					up++
+				}
+			}
+			if up != c.upLeft {
+				t.Errorf("%d servers in rotation, want %d", up, c.upLeft)
+			}
+		})
+	}
+}
