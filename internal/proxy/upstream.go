@@ -61,6 +61,10 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		}
 		return nil, fmt.Errorf("building upstreams: %w", err)
 	}
+	allowed := make(map[string]upgrades, len(cfg.Routes))
+	for _, r := range cfg.Routes {
+		allowed[r.Name] = r.Upgrades
+	}
 	// One reverse proxy per route (sharing its upstream's pool), so
 	// upstream errors are counted per route.
 	for _, route := range limiter.Routes() {
@@ -68,7 +72,7 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		if u == nil { // a route of a decision service only (listen: ""): nothing to forward to
 			continue
 		}
-		up := &upstream{}
+		up := &upstream{upgrades: allowed[route.Name]}
 		if m != nil {
 			up.traffic = m.Route(route.Name)
 		}
@@ -109,6 +113,7 @@ type upstream struct {
 	plain, limited http.Handler
 	pool           *upstreampkg.Pool     // nil for a builtin
 	traffic        *metrics.RouteTraffic // nil without metrics
+	upgrades       upgrades              // the route's upgrades
 }
 
 // dialTimeout bounds connecting to an upstream.
