@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -142,4 +143,36 @@ func TestBlame(t *testing.T) {
 			}
 		})
 	}
+}
+
+// errDialed is the dial error of FuzzSendable's transport: seeing it
+// means the transport went on to connect, so it would have sent the request.
+var errDialed = errors.New("dialed")
+
+// FuzzSendable checks blame's view of what Go's transport refuses against
+// the transport itself: for any method, header name and header value,
+// sendable is true exactly when a real http.Transport goes on to dial
+// (rather than refusing the request before any connection is made), so a
+// request it refuses is never blamed on a server, and one it would send
+// never spares one.
+func FuzzSendable(f *testing.F) {
+	for _, s := range [][3]string{
+		{"GET", "X-A", "v"}, {"G(T", "X-A", "v"}, {"", "X-A", "v"}, {"get", "x", "caf\xe9"},
+		{"GE T", "X-A", "v"}, {"GET", "X A", "v"}, {"GET", "", "v"}, {"GET", "X-A", "a\nb"},
+		{"GET", "X-A", "a\x00b"}, {"GET", "X-A", "\x7f"}, {"M\xc3\xa9", "X-A", "v"},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	tr := &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return nil, errDialed }}
+	f.Fuzz(func(t *testing.T, method, name, value string) {
+		req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:9/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Method, req.Header = method, http.Header{name: {value}}
+		_, err = tr.RoundTrip(req)
+		if got, dialed := sendable(req), errors.Is(err, errDialed); got != dialed {
+			t.Errorf("method %q, field %q: %q: sendable %v, the transport dialed %v (%v)", method, name, value, got, dialed, err)
+		}
+	})
 }
