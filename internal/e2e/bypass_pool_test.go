@@ -117,7 +117,8 @@ type bpProxy struct {
 	name string
 	addr string
 	tls  bool
-	h2   bool // speaks HTTP/2
+	h2   bool                  // speaks HTTP/2
+	in   *rlproxytest.Instance // rlproxy's; nil for nginx
 }
 
 // bpListeners are rlproxy's listeners every rule must hold on.
@@ -145,7 +146,7 @@ func bpRlproxy(t *testing.T, listener, body string) bpProxy {
 		front = fmt.Sprintf("tls: { cert_file: %q, key_file: %q }\n", cert, key)
 	}
 	in := rlproxytest.Start(t, front+body)
-	return bpProxy{name: "rlproxy-" + listener, addr: strings.TrimPrefix(in.URL, "http://"), tls: listener == "tls", h2: listener != "plain"}
+	return bpProxy{name: "rlproxy-" + listener, addr: strings.TrimPrefix(in.URL, "http://"), tls: listener == "tls", h2: listener != "plain", in: in}
 }
 
 // bpNginx starts nginx over TLS with HTTP/2, proxying to the servers (the
@@ -365,8 +366,36 @@ func TestBypassPoolClientFaults(t *testing.T) {
 				if na, nb := a.count("/innocent"), b.count("/innocent"); na != 2 || nb != 2 {
 					t.Errorf("%s: innocent requests per server %d and %d, want 2 and 2 (both servers in rotation)", p.name, na, nb)
 				}
+				if p.in != nil {
+					bpClientFaultMetrics(t, p, c.raw != "")
+				}
 			})
 		}
+	}
+}
+
+// bpClientFaultMetrics checks rlproxy's metrics after two client faults:
+// both servers up (rlproxy_upstream_server_up), no upstream error counted,
+// and for a bad body both counted as client_body. (The HTTP/2 case may be
+// refused before the pool, by a check of methods at the front, so its
+// reason is not pinned here.)
+func bpClientFaultMetrics(t *testing.T, p bpProxy, body bool) {
+	t.Helper()
+	_, samples := opsScrape(t, p.in)
+	up := 0
+	for _, s := range samples {
+		if s.name == "rlproxy_upstream_server_up" && s.labels["upstream"] == "app" && s.value == 1 {
+			up++
+		}
+	}
+	if up != 2 {
+		t.Errorf("%s: rlproxy_upstream_server_up: %d servers at 1, want 2", p.name, up)
+	}
+	if n := opsValue(t, samples, "rlproxy_upstream_errors_total", "route", "all"); n != 0 {
+		t.Errorf("%s: rlproxy_upstream_errors_total %v, want 0", p.name, n)
+	}
+	if n := opsValue(t, samples, "rlproxy_proxy_errors_total", "route", "all", "reason", "client_body"); body && n != 2 {
+		t.Errorf("%s: rlproxy_proxy_errors_total{reason=client_body} %v, want 2", p.name, n)
 	}
 }
 
