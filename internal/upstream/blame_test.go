@@ -176,3 +176,25 @@ func FuzzSendable(f *testing.F) {
 		}
 	})
 }
+
+// TestBlameKeepsTrial: a client's fault on a server's trial request (its
+// fail_timeout over) hands the trial back: the server may be tried again at
+// once instead of being held out for another fail_timeout.
+func TestBlameKeepsTrial(t *testing.T) {
+	p := realPool(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+	s0, s1 := p.Servers()[0], p.Servers()[1]
+	s0.downUntil.Store(time.Now().Add(-time.Millisecond).UnixNano()) // fail_timeout just ran out
+	s1.activeDown.Store(true)                                          // so s0 gets the request
+	req, _ := http.NewRequest(http.MethodPost, "http://x/", &failingBody{strings.NewReader("hello"), errors.New("malformed chunked encoding")})
+	var ce *ClientError
+	if _, err := p.RoundTrip(req); !errors.As(err, &ce) || s0.downUntil.Load() == 0 {
+		t.Fatalf("err %v; want a ClientError on the trial", err)
+	}
+	if !s0.Up(time.Now()) {
+		t.Error("after a client's fault on its trial the server is held out, want its trial available again")
+	}
+	req, _ = http.NewRequest(http.MethodGet, "http://x/", nil)
+	if _, err := p.RoundTrip(req); err != nil || !s0.Up(time.Now()) || s0.downUntil.Load() != 0 {
+		t.Errorf("the next request (%v) did not put the server back in rotation", err)
+	}
+}

@@ -158,16 +158,19 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		tried |= 1 << i
 		s := p.servers[i]
+		claimed := s.downUntil.Load() // non-zero: this attempt is its trial (claimTrial)
 		resp, err := p.send(s, req, x, now)
 		if err == nil {
 			return resp, nil
 		}
-		now = p.now()
 		if b := blame(req, body); b != BlameServer {
 			// Not the server's fault: neither counted against it nor
-			// tried on another server.
+			// tried on another server, and a trial it was goes to the
+			// next request.
+			s.releaseTrial(claimed, now.UnixNano())
 			return nil, &ClientError{Blame: b, Err: err}
 		}
+		now = p.now()
 		if s.failed(now.UnixNano(), p.maxFails, p.failTimeout) && p.log != nil {
 			p.log.Warn("upstream server out of rotation", "upstream", p.Name, "server", s.Label,
 				"max_fails", p.maxFails, "fail_timeout", p.failTimeout.String(), "err", err.Error())
