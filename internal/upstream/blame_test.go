@@ -184,7 +184,7 @@ func TestBlameKeepsTrial(t *testing.T) {
 	p := realPool(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
 	s0, s1 := p.Servers()[0], p.Servers()[1]
 	s0.downUntil.Store(time.Now().Add(-time.Millisecond).UnixNano()) // fail_timeout just ran out
-	s1.activeDown.Store(true)                                          // so s0 gets the request
+	s1.activeDown.Store(true)                                        // so s0 gets the request
 	req, _ := http.NewRequest(http.MethodPost, "http://x/", &failingBody{strings.NewReader("hello"), errors.New("malformed chunked encoding")})
 	var ce *ClientError
 	if _, err := p.RoundTrip(req); !errors.As(err, &ce) || s0.downUntil.Load() == 0 {
