@@ -438,6 +438,11 @@ type Route struct {
 	// trailer) whose whole-number value is the request's real cost
 	// (cost_response_header, settle.go); canonical form.
 	CostResponseHeader string
+	// Upgrades are the protocols a request may upgrade to (RFC 9110 §7.8),
+	// lower case, each "name" (any version) or "name/version"; an Upgrade
+	// naming none of them is dropped as hop-by-hop (nginx's default), so
+	// the upstream never switches. Default [websocket]; empty: none.
+	Upgrades []string
 }
 
 // Match selects requests; every set field must match.

@@ -287,9 +287,9 @@ func TestSpecExample(t *testing.T) {
 		PolicyOrder: []string{"login", "api", "hourly"},
 		Plans:       map[string]*Plans{},
 		Routes: []*Route{
-			{Name: "login", Match: Match{PathPrefix: "/login", Methods: []string{"POST"}}, Upstream: "app", Policies: []string{"login"}, Cost: 1},
-			{Name: "api", Match: Match{PathPrefix: "/api/"}, Upstream: "app", Policies: []string{"api", "hourly"}, Cost: 1},
-			{Name: "rest", Match: Match{PathPrefix: "/"}, Upstream: "app", Cost: 1},
+			{Name: "login", Match: Match{PathPrefix: "/login", Methods: []string{"POST"}}, Upstream: "app", Policies: []string{"login"}, Cost: 1, Upgrades: []string{"websocket"}},
+			{Name: "api", Match: Match{PathPrefix: "/api/"}, Upstream: "app", Policies: []string{"api", "hourly"}, Cost: 1, Upgrades: []string{"websocket"}},
+			{Name: "rest", Match: Match{PathPrefix: "/"}, Upstream: "app", Cost: 1, Upgrades: []string{"websocket"}},
 		},
 	}
 	checkConfig(t, c, want)
@@ -345,8 +345,8 @@ func TestExtensions(t *testing.T) {
 		PolicyOrder: []string{"sms", "pool", "tenant", "daily"},
 		Plans:       map[string]*Plans{},
 		Routes: []*Route{
-			{Name: "sms", Match: Match{Host: "api.example.com", Path: "/sms", Methods: []string{"POST", "PUT"}}, Upstream: "app", Policies: []string{"sms", "pool"}, Cost: 2},
-			{Name: "tenant", Match: Match{PathRegex: regexp.MustCompile("^/t/[a-z]+$")}, Upstream: "app", Policies: []string{"tenant", "daily"}, Cost: 1},
+			{Name: "sms", Match: Match{Host: "api.example.com", Path: "/sms", Methods: []string{"POST", "PUT"}}, Upstream: "app", Policies: []string{"sms", "pool"}, Cost: 2, Upgrades: []string{"websocket"}},
+			{Name: "tenant", Match: Match{PathRegex: regexp.MustCompile("^/t/[a-z]+$")}, Upstream: "app", Policies: []string{"tenant", "daily"}, Cost: 1, Upgrades: []string{"websocket"}},
 		},
 	}
 	checkConfig(t, c, want)
