@@ -47,6 +47,7 @@ command -v jq >/dev/null || need+=(jq)
 command -v haproxy >/dev/null || need+=(haproxy)
 command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v curl >/dev/null || need+=(curl)
+command -v wrk >/dev/null || need+=(wrk)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing ${need[*]}"
@@ -96,7 +97,7 @@ done
 # 200,000 executions take 10-20 s each here. Minimizing an input is capped so
 # a slow minimization cannot stretch the run.
 echo "== fuzz (${FUZZTIME:=200000x} each)"
-for target in FuzzClientIP:./internal/realip FuzzKey:./internal/clientkey; do
+for target in FuzzClientIP:./internal/realip FuzzKey:./internal/clientkey FuzzSendable:./internal/upstream; do
   go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "$FUZZTIME" \
     -fuzzminimizetime 10s "${target#*:}"
 done

@@ -25,6 +25,7 @@ const (
 	problemMethodNotAllowed                    // the quota endpoint asked with a method other than GET or HEAD: 405
 	problemBadRequest                          // the client's body was malformed (RFC 9112 §7.1): 400
 	problemMethod                              // TRACE or CONNECT, never forwarded (as nginx): 405
+	problemUnsendable                          // the upstream transport refused to send the request as it came: 400
 	problemBodyTooLarge                        // the request body is over max_body_size (nginx client_max_body_size): 413
 
 	// The decision listeners' own answers (package forwardauth).
@@ -50,6 +51,7 @@ var problems = [...]struct {
 	problemMethodNotAllowed: {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "the quota endpoint answers GET and HEAD only", http.StatusMethodNotAllowed},
 	problemBadRequest:       {"urn:rlproxy:problem:bad-request", "Bad Request", "the request body is malformed", http.StatusBadRequest},
 	problemMethod:           {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "TRACE and CONNECT are not forwarded", http.StatusMethodNotAllowed},
+	problemUnsendable:       {"urn:rlproxy:problem:bad-request", "Bad Request", "the request cannot be forwarded as sent (a method that is not a token, an invalid header field)", http.StatusBadRequest},
 	problemBodyTooLarge:     {"urn:rlproxy:problem:body-too-large", "Content Too Large", "the request body is larger than this route accepts (max_body_size)", http.StatusRequestEntityTooLarge},
 
 	problemUntrustedCaller: {"urn:rlproxy:problem:untrusted-caller", "Forbidden", "only proxies in real_ip.trusted_proxies may ask this listener", http.StatusForbidden},

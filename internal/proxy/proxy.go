@@ -92,6 +92,7 @@ func (s *Server) Waiting() int64 { return s.waiting.Load() }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := s.records.Get().(*record)
 	rc.reset(w, time.Now())
+	rc.closeAfter = closesUnlessSwitched(r)
 	rt := s.rt.Load()
 	al := s.access.Load()
 	if al != nil {
@@ -137,6 +138,9 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 		return
 	}
 	rc.route, rc.traffic = route.Name, up.traffic
+	if r.Header["Upgrade"] != nil {
+		r = up.upgrades.screen(r)
+	}
 	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP()) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}

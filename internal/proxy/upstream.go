@@ -61,6 +61,10 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		}
 		return nil, fmt.Errorf("building upstreams: %w", err)
 	}
+	allowed := make(map[string]upgrades, len(cfg.Routes))
+	for _, r := range cfg.Routes {
+		allowed[r.Name] = r.Upgrades
+	}
 	// One reverse proxy per route (sharing its upstream's pool), so
 	// upstream errors are counted per route.
 	for _, route := range limiter.Routes() {
@@ -68,7 +72,7 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		if u == nil { // a route of a decision service only (listen: ""): nothing to forward to
 			continue
 		}
-		up := &upstream{}
+		up := &upstream{upgrades: allowed[route.Name]}
 		if cr := routeConfig(cfg, route.Name); cr != nil {
 			up.maxBody, up.rate, up.rateAfter = cr.MaxBodySize, cr.LimitRate, cr.LimitRateAfter
 		}
@@ -83,14 +87,16 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		var errs errCounters
 		if m != nil {
 			errs = errCounters{
-				upstream:   m.UpstreamErrors(route.Name),
-				timeout:    m.ProxyErrors(route.Name, metrics.ReasonUpstreamTimeout),
-				clientBody: m.ProxyErrors(route.Name, metrics.ReasonClientBody),
+				upstream:      m.UpstreamErrors(route.Name),
+				timeout:       m.ProxyErrors(route.Name, metrics.ReasonUpstreamTimeout),
+				clientBody:    m.ProxyErrors(route.Name, metrics.ReasonClientBody),
+				clientRequest: m.ProxyErrors(route.Name, metrics.ReasonClientRequest),
 			}
 		}
 		up.pool = pools[route.Upstream]
-		up.plain = newReverseProxy(u, up.pool, ri, errs, log, false)
-		up.limited = newReverseProxy(u, up.pool, ri, errs, log, true)
+		reads := newReadTimeouts(u.ReadTimeout, cfg.Server.StreamIdleTimeout, readTimeoutExpired(u.Name, errs.upstream, log))
+		up.plain = newReverseProxy(u, up.pool, ri, errs, reads, log, false)
+		up.limited = newReverseProxy(u, up.pool, ri, errs, reads, log, true)
 		if cfg.TLS != nil && cfg.TLS.ClientHeaders {
 			withClientCertHeaders(up.plain.(*httputil.ReverseProxy))
 			withClientCertHeaders(up.limited.(*httputil.ReverseProxy))
@@ -125,6 +131,7 @@ type upstream struct {
 	plain, limited http.Handler
 	pool           *upstreampkg.Pool     // nil for a builtin
 	traffic        *metrics.RouteTraffic // nil without metrics
+	upgrades       upgrades              // the route's upgrades
 	// The route's edge limits (0 = off): max_body_size, limit_rate and
 	// limit_rate_after, in bytes and bytes per second.
 	maxBody, rate, rateAfter int64
@@ -202,7 +209,7 @@ const (
 
 // errCounters are one route's counters of the answers rlproxy gives
 // instead of the upstream's (all nil without metrics).
-type errCounters struct{ upstream, timeout, clientBody prometheus.Counter }
+type errCounters struct{ upstream, timeout, clientBody, clientRequest prometheus.Counter }
 
 func inc(c prometheus.Counter) {
 	if c != nil {
@@ -210,7 +217,18 @@ func inc(c prometheus.Counter) {
 	}
 }
 
-func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, log *slog.Logger, limited bool) *httputil.ReverseProxy {
+// readTimeoutExpired counts (in c, route's rlproxy_upstream_errors_total)
+// and logs one response of upstream u cut by its read bound.
+func readTimeoutExpired(u string, c prometheus.Counter, log *slog.Logger) func() {
+	return func() {
+		inc(c)
+		if log != nil {
+			log.Warn("upstream read timeout: response cut", "upstream", u)
+		}
+	}
+}
+
+func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, reads *readTimeouts, log *slog.Logger, limited bool) *httputil.ReverseProxy {
 	rw := newRewriter(u, ri)
 	respEdit := newHeaderEdit(u.ResponseHeaders)
 	return &httputil.ReverseProxy{
@@ -236,6 +254,7 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 				stripQuotaHeaders(resp.Header)
 			}
 			respEdit.apply(resp.Header)
+			reads.wrap(resp)
 			return nil
 		},
 	}
@@ -301,27 +320,37 @@ func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
 
 // answerError is ReverseProxy's ErrorHandler for upstream u: the client's
 // fault (a body over max_body_size, a stalled or malformed one: 413, 408,
-// 400), the client gone (no
+// 400; a request the transport refused to send: 400), the client gone (no
 // answer), every server of the pool out of rotation (502
 // no-healthy-upstream: not 503, which would read as our own outage), an
 // upstream timeout (504, as nginx) or another upstream failure (502).
+// Whose fault it was is the pool's verdict (upstream.ClientError, which
+// also kept it from the server's max_fails).
 func answerError(w http.ResponseWriter, r *http.Request, err error, u string, errs errCounters, log *slog.Logger) {
+	var ce *upstreampkg.ClientError
+	client := errors.As(err, &ce)
 	switch {
 	case bodyTooLarge(r): // over max_body_size (its read cancelled the upstream request)
 		refuseTooLarge(w, r)
 	case bodyTimedOut(r): // the client stalled (its read also cancelled the context)
 		w.Header()["Connection"] = closeConn // the rest of the body never comes
 		writeProblem(w, r, problemBodyTimeout, nil, nil)
-	case bodyFailed(r): // a malformed body: the client's error, not the upstream's
+	case bodyFailed(r) || client && ce.Blame == upstreampkg.BlameClientBody:
+		// A malformed or cut body: the client's error, not the upstream's.
 		inc(errs.clientBody)
 		w.Header()["Connection"] = closeConn // its framing cannot be trusted
 		writeProblem(w, r, problemBadRequest, nil, nil)
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+	case client && ce.Blame == upstreampkg.BlameClientGone,
+		errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away: nobody to answer, not the upstream's fault.
+	case client: // refused before it was sent
+		inc(errs.clientRequest)
+		writeProblem(w, r, problemUnsendable, nil, nil)
 	case errors.Is(err, upstreampkg.ErrNoHealthy): // every server out of rotation
 		inc(errs.upstream)
 		writeProblem(w, r, problemNoHealthy, nil, nil)
-	case isTimeout(err):
+	case isTimeout(err): // counted as an upstream error too, as documented (502 and 504)
+		inc(errs.upstream)
 		inc(errs.timeout)
 		if log != nil {
 			log.Warn("upstream timeout", "upstream", u, "path", r.URL.Path, "err", err)
