@@ -4,7 +4,7 @@ package deploy_test
 // Helm chart rendered with default and non-default values. Every object
 // decodes strictly (an unknown field fails) into the Go types the API server
 // itself uses (k8s.io/api, prometheus-operator's for the ServiceMonitor), and
-// carries what the README promises: probes on the admin port, a non-root
+// carries what docs/reference/deployment.md promises: probes on the admin port, a non-root
 // read-only container, the config mounted as a directory so edits reload,
 // a grace period longer than the shutdown sequence.
 

@@ -2,7 +2,7 @@ package deploy_test
 
 // The monitoring kit: the alert rules pass promtool's checks and its unit
 // tests (which fire and clear each alert), and the Grafana dashboard is a
-// well-formed dashboard with the variables the README names.
+// well-formed dashboard with the variables docs/reference/deployment.md names.
 
 import (
 	"encoding/json"

@@ -32,7 +32,7 @@ func needTool(t *testing.T, name, install string) string {
 }
 
 // TestGoreleaser: `goreleaser check` accepts .goreleaser.yaml, and it builds
-// the four static binaries the README promises, version-stamped.
+// the four static binaries the reference promises, version-stamped.
 func TestGoreleaser(t *testing.T) {
 	var cfg struct {
 		Version int `yaml:"version"`
@@ -68,7 +68,7 @@ func TestGoreleaser(t *testing.T) {
 }
 
 // TestSystemdUnit: systemd-analyze accepts the unit (with ExecStart pointed
-// at a real binary, as on an installed host), and the hardening the README
+// at a real binary, as on an installed host), and the hardening the reference
 // describes is there.
 func TestSystemdUnit(t *testing.T) {
 	const unit = "systemd/rlproxy.service"

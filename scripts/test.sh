@@ -3,10 +3,37 @@
 # then checks formatting, vets, runs every test with the race detector, runs
 # the fuzzers for a bounded number of executions and the benchmarks once (so they cannot rot).
 #
-#   ./scripts/test.sh            everything
+#   ./scripts/test.sh            everything (CI: .ci/run)
+#   ./scripts/test.sh -short     the quick mode: installs nothing, checks formatting, vets and
+#                                runs the main module's tests with the race detector (tests whose
+#                                server or tool is missing skip) and the schema module; not the
+#                                deploy and bench modules, the fuzzers nor the benchmarks
 #   FUZZTIME=1000000x ./scripts/test.sh   fuzz longer (a count of executions)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+short=0
+case "${1:-}" in
+  "") ;;
+  -short) short=1 ;;
+  *) echo "usage: $0 [-short]" >&2; exit 2 ;;
+esac
+
+if ((short)); then
+  start=$SECONDS
+  export PATH=$PATH:$(go env GOPATH)/bin
+  echo "== gofmt"
+  bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+  if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
+  echo "== go vet"
+  go vet ./...
+  echo "== go test -race -short"
+  go test -race -short -p 1 -count=1 -timeout 15m ./...
+  echo "== go vet, go test -race (internal/config/schematest)"
+  (cd internal/config/schematest && go vet ./... && go test -race -count=1 ./...)
+  echo "== quick tests passed in $((SECONDS - start)) s (the full run: ./scripts/test.sh)"
+  exit 0
+fi
 
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)

@@ -16,8 +16,7 @@ type listenFlags struct {
 	listen, adminListen *string
 }
 
-// Environment variables that override the file's listeners (README.md,
-// "Command line").
+// Environment variables that override the file's listeners (docs/reference/cli.md).
 const (
 	envListen      = "RLPROXY_LISTEN"
 	envAdminListen = "RLPROXY_ADMIN_LISTEN"

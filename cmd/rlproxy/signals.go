@@ -11,7 +11,7 @@ import (
 const forcedExitCode = 130
 
 // handleSignals runs the process's signal policy until sigs is closed
-// (README.md, "Shutdown"): the first SIGTERM or SIGINT calls shutdown,
+// (docs/reference/operations.md, "Shutdown"): the first SIGTERM or SIGINT calls shutdown,
 // which starts the drain; while draining, SIGHUP and further SIGTERMs are
 // logged and ignored — never fatal, never a reload — and a second SIGINT
 // calls force (exit without draining). Before shutdown SIGHUP belongs to the

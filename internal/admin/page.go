@@ -64,7 +64,7 @@ type page struct {
 	secret [32]byte // keys the hash of client addresses shown
 }
 
-// WithPage serves the admin page (README.md, "Admin page") on GET /, its
+// WithPage serves the admin page (docs/reference/operations.md, "Admin page") on GET /, its
 // JSON on GET /api/stats and its assets under /static/ — only when the
 // listener is on a loopback address or admin.basic_auth is configured.
 func WithPage(src PageSource) Option {

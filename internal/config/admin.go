@@ -3,7 +3,7 @@ package config
 import "gopkg.in/yaml.v3"
 
 // Admin is the `admin:` section: the admin page served on admin_listen
-// (README.md, "Admin page").
+// (docs/reference/operations.md, "Admin page").
 type Admin struct {
 	// ShowClientIPs shows client addresses in the top refused list as they
 	// are; false (the default) shows a keyed hash of each instead.

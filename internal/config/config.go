@@ -1,7 +1,7 @@
 // Package config turns an rlproxy YAML file into a validated, typed Config.
 //
-// The file format is the contract in docs/CONTRACT.md (mirrored in the README's
-// config reference). Decoding uses yaml.v3 with unknown fields refused; every
+// The file format is the contract in docs/CONTRACT.md (mirrored in the operator's
+// reference, docs/reference/config.md). Decoding uses yaml.v3 with unknown fields refused; every
 // problem is reported as "FILE:LINE: field: message", like `nginx -t`. A
 // Config is immutable once returned: reload builds a new one and swaps it.
 package config
@@ -163,7 +163,7 @@ type Valkey struct {
 	Password       string // resolved from password_env, never inline
 	TLS            bool
 	CAFile         string
-	Timeout        time.Duration // per round trip from its send, default 2s (README: why)
+	Timeout        time.Duration // per round trip from its send, default 2s (docs/reference/config.md: why)
 	KeyPrefix      string        // default "rl:"
 	SentinelMaster string        // when set, Addrs are Sentinels
 	// DisableLocalCache is `local_cache: false` (default true): no local

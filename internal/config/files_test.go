@@ -23,6 +23,7 @@ import (
 func TestConfigsDir(t *testing.T) {
 	t.Setenv("VALKEY_PASSWORD", "test-password")
 	t.Setenv("RLPROXY_KEY_SECRET", "test-key-hash-secret")
+	t.Setenv("RLPROXY_KEY_HASH_SECRET", "test-key-hash-secret")
 	files, err := filepath.Glob("../../configs/*.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 // builtinHashSecret keys the hash of credential-derived client ids when
 // store.key_hash_secret_env is not set. It is public (it is in this source),
 // so it only keeps credentials out of plain sight: operators should set
-// their own secret (README.md, "Configuration reference").
+// their own secret (docs/reference/config.md).
 const builtinHashSecret = "rlproxy built-in key-hash secret: set store.key_hash_secret_env"
 
 // ParseWith decodes and validates data, the contents of the config file at
@@ -52,7 +52,7 @@ func ParseWith(path string, data []byte, opts LoadOptions) (*Config, error) {
 
 // Override is a value for one field set outside the file: a command-line
 // flag or an environment variable. Overrides serve what differs between
-// instances sharing one file (README.md, "Command line").
+// instances sharing one file (docs/reference/cli.md).
 type Override struct {
 	Value string
 	// Source names where it came from in messages, e.g. "flag -listen".

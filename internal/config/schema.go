@@ -25,7 +25,7 @@ func Schema() []byte {
 	s := objectShape(l.topSection())
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	s["title"] = "rlproxy configuration"
-	s["description"] = "The rlproxy configuration file (README.md, \"Configuration reference\")."
+	s["description"] = "The rlproxy configuration file (docs/reference/config.md)."
 	out, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		panic(fmt.Sprintf("config: schema: %v", err)) // maps of JSON values: cannot fail

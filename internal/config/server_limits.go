@@ -2,7 +2,7 @@ package config
 
 import "time"
 
-// Defaults of the client-side bounds (README.md, "Configuration reference").
+// Defaults of the client-side bounds (docs/reference/config.md).
 const (
 	// DefaultWriteTimeout is server.write_timeout's default: nginx's
 	// send_timeout default.

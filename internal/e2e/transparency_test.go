@@ -37,9 +37,9 @@ type transparencyOutcome struct {
 	header http.Header
 }
 
-// transparencyDiff is one intended difference from nginx proxy_pass (the
-// README lists the same ones, "Differences from nginx proxy_pass"). check
-// says what each side must do instead of matching.
+// transparencyDiff is one intended difference from nginx proxy_pass
+// (docs/reference/config.md lists the same ones, "Differences from nginx
+// proxy_pass"). check says what each side must do instead of matching.
 type transparencyDiff struct {
 	doc   string
 	check func(ng, rl *transparencyOutcome) error
@@ -174,7 +174,7 @@ func transparencyCases() []transparencyCase {
 // and wants, for each case, the same status class at the client and the
 // same request line, body and end-to-end headers at the upstream — or,
 // for a case that names one, the documented difference
-// (transparencyDiffs; the README's "Differences from nginx proxy_pass").
+// (transparencyDiffs; docs/reference/config.md, "Differences from nginx proxy_pass").
 func TestNginxTransparency(t *testing.T) {
 	up := newRawUpstream(t)
 	ng := nginxtest.Start(t, fmt.Sprintf(`

@@ -17,22 +17,25 @@ import (
 	"rlproxy/internal/testutil/rlproxytest"
 )
 
-// recipe returns the README's code block after "<!-- recipe:NAME -->",
+// recipeDoc is the operator's reference page holding the recipes.
+const recipeDoc = "../../docs/reference/decision-interfaces.md"
+
+// recipe returns recipeDoc's code block after "<!-- recipe:NAME -->",
 // so that the tests run the recipe operators copy, verbatim.
 func recipe(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile(recipeDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(b), "<!-- recipe:"+name+" -->\n```")
 	if !ok {
-		t.Fatalf("README.md has no <!-- recipe:%s --> block", name)
+		t.Fatalf("%s has no <!-- recipe:%s --> block", recipeDoc, name)
 	}
 	_, rest, _ = strings.Cut(rest, "\n") // the fence's info string
 	block, _, ok := strings.Cut(rest, "\n```")
 	if !ok {
-		t.Fatalf("README.md recipe %s: unterminated code block", name)
+		t.Fatalf("%s recipe %s: unterminated code block", recipeDoc, name)
 	}
 	return block + "\n"
 }
@@ -87,7 +90,7 @@ func checkFiveThenRefused(t *testing.T, front string, up *rlproxytest.Upstream) 
 	}
 }
 
-// TestNginxRecipe runs the README's nginx recipe (auth_request, 403 →
+// TestNginxRecipe runs the reference's nginx recipe (auth_request, 403 →
 // @ratelimited 429) in front of a recording upstream.
 func TestNginxRecipe(t *testing.T) {
 	in, _ := start(t, fmt.Sprintf(recipeConfig, 403))
@@ -108,7 +111,7 @@ func TestNginxRecipe(t *testing.T) {
 	}
 }
 
-// TestCaddyRecipe runs the README's Caddy recipe (forward_auth).
+// TestCaddyRecipe runs the reference's Caddy recipe (forward_auth).
 func TestCaddyRecipe(t *testing.T) {
 	bin, err := exec.LookPath("caddy")
 	requireTool(t, "caddy", err)

@@ -3,8 +3,7 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // Listeners holds the client-connection collectors of rlproxy's listeners
-// (server.max_connections and server.write_timeout, README.md
-// "Configuration reference"), labelled by listener ("public"). Build it
+// (server.max_connections and server.write_timeout, docs/reference/config.md), labelled by listener ("public"). Build it
 // once per registry with NewListeners.
 type Listeners struct {
 	open          *prometheus.GaugeVec

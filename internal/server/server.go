@@ -233,7 +233,7 @@ func (a *App) Start() error {
 	if cfg.AdminListen != "" {
 		opts := []admin.Option{admin.WithLogger(a.log), admin.WithPage(a.pageSource())}
 		// RLPROXY_PPROF=1 adds /debug/pprof/ to the admin listener
-		// (README.md, "Configuration reference"): opt-in, because profiles expose internals.
+		// (docs/reference/config.md): opt-in, because profiles expose internals.
 		if os.Getenv("RLPROXY_PPROF") == "1" {
 			opts = append(opts, admin.WithPprof())
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// drain is the shutdown sequence load balancers expect (README.md,
+// drain is the shutdown sequence load balancers expect (docs/reference/operations.md,
 // "Shutdown"): /readyz turns 503 at once, reloads stop, and the listener
 // keeps accepting and serving for server.shutdown_delay — long enough for
 // a balancer's health checks to take the instance out — with each

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Circuit defaults (the README's store.breaker reference).
+// Circuit defaults (docs/reference/config.md, store.breaker).
 const (
 	// DefaultFailures is consecutive failed round trips that open the circuit.
 	DefaultFailures = 5
