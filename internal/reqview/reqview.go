@@ -20,7 +20,7 @@ type Reason uint8
 // Reasons, in the metric's words.
 const (
 	OK                  Reason = iota
-	BadMethod                  // "method": not a token, or with a lower-case letter
+	BadMethod                  // "method": other than upper-case letters, "_" and "-"
 	BadTarget                  // "target": neither origin form nor absolute form with a host
 	BadPath                    // "path": a bad or NUL %-escape, or ".." above the root
 	BadHost                    // "host": a Host nginx refuses
@@ -59,7 +59,7 @@ type View struct {
 // DEL or "#" anywhere (so "OPTIONS *", "x:admin/x", "other.test:80" and
 // "http://user:pw@host/" are refused, as nginx refuses them; a CONNECT's
 // authority form is left to the caller, which refuses CONNECT); the
-// Host (Host); the path (Path); every Content-Length value (1*DIGIT, all
+// Host (Host; an empty one on HTTP/1.1); the path (Path); every Content-Length value (1*DIGIT, all
 // equal: an HTTP/2 request's is not checked by net/http); and a repeated
 // Authorization field, which nginx refuses whatever reads it. It does not
 // allocate unless the path needs normalizing.
@@ -81,6 +81,11 @@ func Read(r *http.Request) (View, Reason) {
 			}
 		}
 	}
+	if r.Host == "" && r.ProtoMajor == 1 && r.ProtoMinor == 1 {
+		// net/http refuses an HTTP/1.1 request without Host itself:
+		// this one sent "Host:" empty, which nginx refuses.
+		return v, BadHost
+	}
 	if r.Host != "" {
 		h, ok := Host(r.Host)
 		if !ok {
@@ -100,34 +105,21 @@ func Read(r *http.Request) (View, Reason) {
 	return v, OK
 }
 
-// Method reports whether m is a method rlproxy forwards: a token (RFC 9110
-// §9.1, §5.6.2) without lower-case letters. Methods are case-sensitive, and
-// "post" is not POST to rlproxy's routes but is POST to many frameworks;
-// nginx refuses it with 400 too. (nginx's rule is narrower: A-Z, "_" and
-// "-" only.)
+// Method reports whether m is a method rlproxy forwards, by nginx 1.22's
+// rule: upper-case letters, "_" and "-" only (every method in the IANA
+// registry; all are RFC 9110 §9.1 tokens). Methods are case-sensitive:
+// "post" is not POST to rlproxy's routes but is POST to many frameworks,
+// so it is refused, as nginx refuses it.
 func Method(m string) bool {
 	if m == "" {
 		return false
 	}
 	for i := 0; i < len(m); i++ {
-		if c := m[i]; !isTchar(c) || 'a' <= c && c <= 'z' {
+		if c := m[i]; (c < 'A' || c > 'Z') && c != '_' && c != '-' {
 			return false
 		}
 	}
 	return true
-}
-
-// isTchar reports whether c may appear in a token (RFC 9110 §5.6.2).
-func isTchar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
 }
 
 // Host returns the host of a Host value h as nginx 1.22's

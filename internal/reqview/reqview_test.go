@@ -101,6 +101,9 @@ func TestRead(t *testing.T) {
 		{name: "lower-case method", method: "post", target: "/login", host: "a", want: BadMethod},
 		{name: "mixed-case method", method: "Get", target: "/", host: "a", want: BadMethod},
 		{name: "method with space", method: "G T", target: "/", host: "a", want: BadMethod},
+		{name: "method with digit", method: "GET2", target: "/", host: "a", want: BadMethod},
+		{name: "method with dot", method: "P.OST", target: "/", host: "a", want: BadMethod},
+		{name: "method with underscore", method: "MY_METHOD", target: "/", host: "a", want: OK, path: "/", vhost: "a"},
 		{name: "empty method", method: "", target: "/", host: "a", want: BadMethod},
 		{name: "scheme without authority", method: "GET", target: "x:admin/x", host: "a", want: BadTarget},
 		{name: "scheme only", method: "GET", target: "a:admin", host: "a", want: BadTarget},
@@ -127,7 +130,7 @@ func TestRead(t *testing.T) {
 		{name: "same content-lengths", method: "POST", target: "/", host: "a", header: http.Header{"Content-Length": {"5", "5"}}, want: OK, path: "/", vhost: "a"},
 		{name: "two authorizations", method: "GET", target: "/", host: "a", header: http.Header{"Authorization": {"Bearer decoy", "Bearer real"}}, want: DuplicateCredential},
 	} {
-		r := &http.Request{Method: tc.method, RequestURI: tc.target, Host: tc.host, Header: tc.header}
+		r := &http.Request{Method: tc.method, RequestURI: tc.target, Host: tc.host, Header: tc.header, ProtoMajor: 2}
 		v, got := Read(r)
 		if got != tc.want {
 			t.Errorf("%s: Read(%s %q) = %q, want %q", tc.name, tc.method, tc.target, got, tc.want)
@@ -135,6 +138,22 @@ func TestRead(t *testing.T) {
 		}
 		if got == OK && (v.Path != tc.path || v.Host != tc.vhost || v.Method != tc.method) {
 			t.Errorf("%s: Read(%s %q) = %+v, want path %q host %q", tc.name, tc.method, tc.target, v, tc.path, tc.vhost)
+		}
+	}
+}
+
+// TestReadEmptyHost: an HTTP/1.1 request whose Host field is empty is
+// refused (net/http refuses one without Host itself); HTTP/1.0 may have
+// none, and HTTP/2 may carry the host in :authority alone.
+func TestReadEmptyHost(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		major, minor int
+		want         Reason
+	}{{1, 1, BadHost}, {1, 0, OK}, {2, 0, OK}} {
+		r := &http.Request{Method: "GET", RequestURI: "/", ProtoMajor: tc.major, ProtoMinor: tc.minor}
+		if _, got := Read(r); got != tc.want {
+			t.Errorf("HTTP/%d.%d without host: %q, want %q", tc.major, tc.minor, got, tc.want)
 		}
 	}
 }
