@@ -203,7 +203,7 @@ func (s *Server) route(rc *record, r *http.Request, rt *Runtime, ip netip.Addr) 
 		s.refuse(rc, r, reason)
 		return nil
 	}
-	if rt.quota != nil && r.URL.Path == rt.quota.path {
+	if rt.quota != nil && v.Path == rt.quota.path { // in any spelling, as routes
 		rc.decision = decisionQuota
 		s.serveQuota(rc, r, rt, ip)
 		return nil
