@@ -43,8 +43,9 @@ const (
 	decisionRejected    = "rejected"
 	decisionUnavailable = "unavailable"
 	decisionNoRoute     = "no-route"
-	decisionUnlimited   = "unlimited" // a route without policies
-	decisionQuota       = "quota"     // the quota endpoint answered
+	decisionUnlimited   = "unlimited"   // a route without policies
+	decisionQuota       = "quota"       // the quota endpoint answered
+	decisionBadRequest  = "bad-request" // refused with 400 before routing (reqview)
 )
 
 func (rc *record) reset(w http.ResponseWriter, start time.Time) {
