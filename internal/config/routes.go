@@ -210,7 +210,7 @@ func (l *loader) matchSection(m *Match) *section {
 		if _, _, err := net.SplitHostPort(s); ok && err == nil {
 			l.errorf(n, path, "%q: want a host name without port (the request's port is ignored)", s)
 		} else if ok {
-			m.Host = strings.ToLower(s)
+			m.Host = strings.TrimSuffix(strings.ToLower(s), ".") // as requests: api.test. is api.test
 		}
 	}}
 	urlPath := func(dst *string) value {

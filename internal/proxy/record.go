@@ -43,9 +43,10 @@ const (
 	decisionRejected    = "rejected"
 	decisionUnavailable = "unavailable"
 	decisionNoRoute     = "no-route"
-	decisionUnlimited   = "unlimited" // a route without policies
-	decisionQuota       = "quota"     // the quota endpoint answered
-	decisionTooLarge    = "too-large" // refused for a declared body over max_body_size
+	decisionUnlimited   = "unlimited"   // a route without policies
+	decisionQuota       = "quota"       // the quota endpoint answered
+	decisionBadRequest  = "bad-request" // refused with 400 before routing (reqview)
+	decisionTooLarge    = "too-large"   // refused for a declared body over max_body_size
 )
 
 func (rc *record) reset(w http.ResponseWriter, start time.Time) {

@@ -59,6 +59,8 @@ func (a *App) startDecisionListeners(cfg *config.Config) error {
 			IdleTimeout:       cfg.Server.IdleTimeout,
 			MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+			// "OPTIONS *" gets the forward-auth handler's answer, not net/http's.
+			DisableGeneralOptionsHandler: true,
 		}
 	}
 	if addr := cfg.EnvoyRLS.Listen; addr != "" && a.rls != nil {

@@ -216,6 +216,9 @@ func (a *App) Start() error {
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 		Protocols:         publicProtocols(cfg),
+		// "OPTIONS *" reaches the proxy, which refuses it (400, as nginx):
+		// net/http would answer it itself, outside routes and metrics.
+		DisableGeneralOptionsHandler: true,
 	}
 	ln, err := a.listenPublic(cfg)
 	if err != nil {
