@@ -56,10 +56,7 @@ func readTLS(t *config.TLS) (*serverTLS, error) {
 		if err != nil {
 			return nil, err
 		}
-		st.conf.VerifyPeerCertificate = crl.Check
-		if st.crlPEM, err = os.ReadFile(t.ClientCRL); err != nil {
-			return nil, err
-		}
+		st.conf.VerifyPeerCertificate, st.crlPEM = crl.Check, crl.File()
 	}
 	// request: a certificate given must verify (else the handshake fails),
 	// none given is let in; it is never taken as identity unverified.

@@ -13,9 +13,14 @@ import (
 // against: the serial numbers one CA revoked. The zero value revokes
 // nothing. It is immutable and safe for concurrent use.
 type Revocations struct {
+	file    []byte          // the file's bytes, as read
 	issuer  []byte          // the CRL issuer's DER-encoded name
 	serials map[string]bool // revoked serial numbers, big.Int.String()
 }
+
+// File returns the CRL file's bytes as LoadCRL read them (a reload compares
+// them to see whether the file changed).
+func (r *Revocations) File() []byte { return r.file }
 
 // LoadCRL reads the CRL in crlFile (PEM "X509 CRL" or DER) and checks that
 // a CA of the PEM bundle caFile signed it. Errors: an unreadable or
@@ -25,10 +30,11 @@ func LoadCRL(crlFile, caFile string) (*Revocations, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading client_crl: %w", err)
 	}
+	der := raw
 	if b, _ := pem.Decode(raw); b != nil {
-		raw = b.Bytes
+		der = b.Bytes
 	}
-	crl, err := x509.ParseRevocationList(raw)
+	crl, err := x509.ParseRevocationList(der)
 	if err != nil {
 		return nil, fmt.Errorf("client_crl %s: %w", crlFile, err)
 	}
@@ -49,7 +55,7 @@ func LoadCRL(crlFile, caFile string) (*Revocations, error) {
 	if !signed {
 		return nil, fmt.Errorf("client_crl %s: not signed by a CA of client_ca", crlFile)
 	}
-	r := &Revocations{issuer: crl.RawIssuer, serials: make(map[string]bool, len(crl.RevokedCertificateEntries))}
+	r := &Revocations{file: raw, issuer: crl.RawIssuer, serials: make(map[string]bool, len(crl.RevokedCertificateEntries))}
 	for _, e := range crl.RevokedCertificateEntries {
 		r.serials[e.SerialNumber.String()] = true
 	}
