@@ -102,12 +102,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		now := time.Now()
 		rc.finish(rt, now)
+		if r.Context().Err() != nil {
+			s.clientLeft(rc, r, now)
+		}
 		if al != nil {
 			s.logAccess(al, rc, r, rt, now)
 		}
 		s.records.Put(rc)
 	}()
 	s.serve(rc, r, rt)
+}
+
+// clientLeft logs, at debug level, a request whose client closed the
+// connection (or reset the HTTP/2 stream) before its answer was complete:
+// one line, named as such, whatever the transport made of the cut.
+func (s *Server) clientLeft(rc *record, r *http.Request, now time.Time) {
+	if !s.log.Enabled(r.Context(), slog.LevelDebug) {
+		return
+	}
+	s.log.Debug("client left before the response was complete",
+		slog.String("route", rc.route), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", rc.status), slog.Int64("bytes", rc.bytes),
+		slog.Int64("duration_ms", now.Sub(rc.start).Milliseconds()))
 }
 
 // serve answers r, noting in rc what it decided.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"rlproxy/internal/accesslog"
 	"rlproxy/internal/config"
+	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/realip"
@@ -62,7 +64,9 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		return nil, fmt.Errorf("building upstreams: %w", err)
 	}
 	// One reverse proxy per route (sharing its upstream's pool), so
-	// upstream errors are counted per route.
+	// upstream errors are counted per route; their library lines go to
+	// the structured log, capped together.
+	errLog := logging.LibraryLog(log, slog.LevelWarn, "net/http/httputil")
 	for _, route := range limiter.Routes() {
 		u := cfg.Upstreams[route.Upstream]
 		if u == nil { // a route of a decision service only (listen: ""): nothing to forward to
@@ -86,8 +90,8 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 			}
 		}
 		up.pool = pools[route.Upstream]
-		up.plain = newReverseProxy(u, up.pool, ri, errs, log, false)
-		up.limited = newReverseProxy(u, up.pool, ri, errs, log, true)
+		up.plain = newReverseProxy(u, up.pool, ri, errs, log, errLog, false)
+		up.limited = newReverseProxy(u, up.pool, ri, errs, log, errLog, true)
 	}
 	return rt, nil
 }
@@ -190,7 +194,7 @@ func inc(c prometheus.Counter) {
 	}
 }
 
-func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, log *slog.Logger, limited bool) *httputil.ReverseProxy {
+func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, log *slog.Logger, errLog *stdlog.Logger, limited bool) *httputil.ReverseProxy {
 	rw := newRewriter(u, ri)
 	respEdit := newHeaderEdit(u.ResponseHeaders)
 	return &httputil.ReverseProxy{
@@ -202,6 +206,10 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 		// every response after every write and arm a timer per request.)
 		FlushInterval: 0,
 		Rewrite:       rw.rewrite,
+		// What ReverseProxy logs itself (an upstream body cut short) goes to
+		// the structured log; a client that left is not its to log (the
+		// transports answer context.Canceled, which it does not log).
+		ErrorLog: errLog,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			answerError(w, r, err, u.Name, errs, log)
 		},

@@ -215,7 +215,7 @@ func (a *App) Start() error {
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+		ErrorLog:          logging.LibraryLog(a.log, slog.LevelDebug, "net/http"),
 		Protocols:         publicProtocols(cfg),
 	}
 	ln, err := a.listenPublic(cfg)
@@ -393,9 +393,10 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 		if open {
 			a.log.Warn("store node unreachable: circuit breaker open, its keys follow each policy's fail mode", "node", node)
 		} else {
-			a.log.Info("store node reachable again: circuit breaker closed", "node", node)
+			a.log.Warn("store node reachable again: circuit breaker closed", "node", node)
 		}
 	}, func(node string) { a.metrics.SetStoreNodeUp(node, true) })
+	health := newStoreHealthLog(a.log)
 	vs, err := valkey.New(context.Background(), valkey.Options{
 		Addrs: v.Addrs, Username: v.Username, Password: v.Password, TLS: tc,
 		Timeout: v.Timeout, KeyPrefix: v.KeyPrefix, SentinelMaster: v.SentinelMaster,
@@ -406,6 +407,7 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 			if err != nil {
 				a.metrics.StoreError()
 			}
+			health.record(node, err)
 		},
 	})
 	if err != nil {
