@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
@@ -12,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/live"
 	"rlproxy/internal/proxy"
@@ -55,13 +55,16 @@ type PageSource struct {
 	Status func() Status
 	// Live holds the rates and top refused clients.
 	Live *live.Recorder
+	// Clients shows client ids as the refusal log does (nil: a Display of
+	// the page's own).
+	Clients *clientkey.Display
 }
 
 // page serves GET /, /api/stats and /static/.
 type page struct {
-	src    PageSource
-	tmpl   *template.Template
-	secret [32]byte // keys the hash of client addresses shown
+	src     PageSource
+	tmpl    *template.Template
+	clients *clientkey.Display
 }
 
 // WithPage serves the admin page (docs/reference/operations.md, "Admin page") on GET /, its
@@ -70,7 +73,10 @@ type page struct {
 func WithPage(src PageSource) Option {
 	return func(s *Server, mux *http.ServeMux) {
 		p := &page{src: src, tmpl: template.Must(template.New("page.html").Funcs(funcs()).ParseFS(assets, "assets/page.html"))}
-		_, _ = rand.Read(p.secret[:])
+		p.clients = src.Clients
+		if p.clients == nil {
+			p.clients = clientkey.NewDisplay()
+		}
 		mux.Handle("GET /{$}", s.guard(src.Runtime, http.HandlerFunc(p.serveIndex)))
 		mux.Handle("GET /api/stats", s.guard(src.Runtime, http.HandlerFunc(p.serveStats)))
 		for _, f := range []string{"app.js", "style.css"} {

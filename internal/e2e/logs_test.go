@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -235,5 +236,45 @@ routes: [{ name: api, upstream: app, policies: [api] }]
 	want := []string{down, open, upAgain, closed}
 	if strings.Join(order, "|") != strings.Join(want, "|") {
 		t.Errorf("store lines in order:\n%s\nwant:\n%s", strings.Join(order, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestRefusalLogHidesAddresses: the refusal log shows an IP-keyed client
+// as the admin page does, "ip#" and 12 hex digits, the same hash in both,
+// never the address.
+func TestRefusalLogHidesAddresses(t *testing.T) {
+	t.Parallel()
+	up := rlproxytest.NewUpstream(t)
+	var log netutil.LockedBuffer
+	in := rlproxytest.StartWithLog(t, fmt.Sprintf(`log: { format: json }
+upstreams: { app: { url: %q } }
+policies: { api: { algorithm: token_bucket, rate: 1r/m, burst: 1, key: ip } }
+routes: [{ name: api, upstream: app, policies: [api] }]
+`, up.URL), &log)
+	for _, want := range []int{200, 429} {
+		if r, _ := rlproxytest.Get(t, nil, in.URL+"/x"); r.StatusCode != want {
+			t.Fatalf("status %d, want %d", r.StatusCode, want)
+		}
+	}
+	refused := withMsg(logRecords(t, log.String()), "request refused")
+	if len(refused) != 1 {
+		t.Fatalf("%d refusal lines, want 1:\n%s", len(refused), log.String())
+	}
+	key, _ := refused[0]["key"].(string)
+	m := regexp.MustCompile(`^rl:v2:\{(ip#[0-9a-f]{12})\}:api:tb$`).FindStringSubmatch(key)
+	if m == nil {
+		t.Fatalf("refusal key %q, want rl:v2:{ip#<12 hex>}:api:tb", key)
+	}
+	_, body := rlproxytest.Get(t, nil, in.AdminURL+"/api/stats")
+	var stats struct {
+		Top []struct {
+			Clients []struct{ ID string } `json:"clients"`
+		} `json:"top"`
+	}
+	if err := json.Unmarshal([]byte(body), &stats); err != nil || len(stats.Top) != 1 || len(stats.Top[0].Clients) != 1 {
+		t.Fatalf("/api/stats top refused: %v %s", err, body)
+	}
+	if got := stats.Top[0].Clients[0].ID; got != m[1] {
+		t.Errorf("the admin page shows %q, the log %q: want one hash", got, m[1])
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"rlproxy/internal/accesslog"
+	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/live"
 	"rlproxy/internal/logging"
@@ -51,19 +52,25 @@ type Server struct {
 	access  atomic.Pointer[accesslog.Logger]
 
 	// live is the admin page's live view; nil records nothing.
-	live    *live.Recorder
+	live *live.Recorder
+	// clients shows client ids in the refusal log as the admin page does.
+	clients *clientkey.Display
 	writers sync.Pool // *finalWriter
 }
 
 // New returns a Server serving rt.
 func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
-	s := &Server{metrics: m, log: log}
+	s := &Server{metrics: m, log: log, clients: clientkey.NewDisplay()}
 	s.results.New = func() any { return new(policy.Result) }
 	s.records.New = func() any { return new(record) }
 	s.writers.New = func() any { return new(finalWriter) }
 	s.Swap(rt)
 	return s
 }
+
+// ClientDisplay is how the refusal log shows client ids; the admin page
+// shows them the same way (one hash per client in both).
+func (s *Server) ClientDisplay() *clientkey.Display { return s.clients }
 
 // Swap makes rt the configuration for requests that start from now on and
 // returns the previous one (whose idle upstream connections the caller may
@@ -227,7 +234,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, rt *Runtime, rou
 		return false
 	case policy.Refuse:
 		setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
-		s.logRefusal(route, res)
+		s.logRefusal(rt, route, res)
 		writeProblem(w, r, problemRateLimited, rt, res)
 		return false
 	}
@@ -355,10 +362,11 @@ func (s *Server) renewLeases(l *policy.Limiter, res *policy.Result) (stop func()
 	return func() { cancel(); <-done }
 }
 
-func (s *Server) logRefusal(route *policy.Route, res *policy.Result) {
+func (s *Server) logRefusal(rt *Runtime, route *policy.Route, res *policy.Result) {
 	if s.log == nil || res.Binding < 0 {
 		return
 	}
+	showIPs := rt.Config.Admin.ShowClientIPs
 	ok, suppressed := s.refusal.Load().Allow(time.Now())
 	if !ok {
 		return
@@ -367,7 +375,7 @@ func (s *Server) logRefusal(route *policy.Route, res *policy.Result) {
 	s.log.Info("request refused",
 		"route", route.Name,
 		"policy", it.Policy.Name,
-		"key", res.RedactedKeyFor(res.Binding),
+		"key", res.DisplayKeyFor(res.Binding, func(id string) string { return s.clients.Show(id, showIPs) }),
 		"decision", it.Status.String(),
 		"retry_after_ms", res.RetryAfter,
 		"suppressed", suppressed)

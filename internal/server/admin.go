@@ -32,6 +32,7 @@ func (a *App) pageSource() admin.PageSource {
 		Started: a.started,
 		Runtime: func() *proxy.Runtime { return a.srv.Runtime() },
 		Live:    a.live,
+		Clients: a.srv.ClientDisplay(),
 		Status: func() admin.Status {
 			a.mu.Lock()
 			rs := a.reloadStatus
