@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"rlproxy/internal/algo"
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/live"
@@ -154,7 +155,7 @@ func (p *page) serveIndex(w http.ResponseWriter, r *http.Request) {
 	st := p.src.Status()
 	v := indexView{
 		Version: p.src.Version, ConfigPath: cfg.Path, Digest: hex.EncodeToString(cfg.Digest[:]),
-		Store: cfg.Store.Type, Breaker: "none (memory store)", Uptime: time.Since(p.src.Started).Round(time.Second).String(),
+		Store: cfg.Store.Type, Breaker: "none (memory store)", Uptime: algo.FormatDuration(time.Since(p.src.Started).Round(time.Second)),
 		Status: st, Routes: describeRoutes(cfg), Stats: p.snapshot(cfg), Rates: map[string]rates{},
 		Lookup: p.lookup(r.Context(), rt, r.URL.Query()),
 	}

@@ -457,6 +457,7 @@ func (a *App) Reload(reason string) {
 			return
 		}
 		a.log.Info("config unchanged; not reloading", "reason", reason)
+		a.clearRefusal(now)
 		return
 	}
 	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen || (cfg.TLS == nil) != (old.TLS == nil) || cfg.Log.Format != old.Log.Format ||
