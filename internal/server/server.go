@@ -146,6 +146,7 @@ func New(path string, opts Options) (*App, error) {
 	a.srv = proxy.New(rt, a.metrics, a.log)
 	if cfg.EnvoyRLS.Listen != "" {
 		a.rls = envoyrls.New(a.metrics, a.log)
+		a.rls.SetClientDisplay(a.srv.ClientDisplay())
 		a.rls.Swap(cfg, rt.Limiter)
 	}
 	a.srv.Record(a.live)
