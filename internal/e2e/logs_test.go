@@ -278,3 +278,33 @@ routes: [{ name: api, upstream: app, policies: [api] }]
 		t.Errorf("the admin page shows %q, the log %q: want one hash", got, m[1])
 	}
 }
+
+// TestUpstreamFailureLinesCapped: a dead upstream under load writes at
+// most logging.LibraryLinesPerSecond WARN lines a second, not one per
+// request; each line is JSON and says suppressed=N.
+func TestUpstreamFailureLinesCapped(t *testing.T) {
+	t.Parallel()
+	dead := netutil.FreeAddr(t) // nothing listens: every attempt is refused
+	var log netutil.LockedBuffer
+	in := rlproxytest.StartWithLog(t, fmt.Sprintf(`log: { format: json }
+upstreams: { app: { url: "http://%s", retries: 0 } }
+routes: [{ name: r, upstream: app }]
+`, dead), &log)
+	const n = 60
+	start := time.Now()
+	for range n {
+		if r, _ := rlproxytest.Get(t, nil, in.URL+"/x"); r.StatusCode != http.StatusBadGateway {
+			t.Fatalf("status %d, want 502", r.StatusCode)
+		}
+	}
+	seconds := int(time.Now().Unix()-start.Unix()) + 1
+	lines := withMsg(logRecords(t, log.String()), "upstream error")
+	if len(lines) == 0 || len(lines) > 10*seconds || len(lines) >= n {
+		t.Fatalf("%d upstream error lines for %d failures in %d second(s), want 1..%d", len(lines), n, seconds, 10*seconds)
+	}
+	for _, l := range lines {
+		if l["level"] != "WARN" || l["suppressed"] == nil {
+			t.Errorf("line %v: want level WARN with suppressed", l)
+		}
+	}
+}

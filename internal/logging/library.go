@@ -44,7 +44,7 @@ type libraryWriter struct {
 
 func (w *libraryWriter) Write(p []byte) (int, error) {
 	ctx := context.Background()
-	if !w.log.Enabled(ctx, w.level) {
+	if w.log == nil || !w.log.Enabled(ctx, w.level) {
 		return len(p), nil
 	}
 	ok, n := w.sampler.Allow(w.now())

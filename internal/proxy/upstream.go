@@ -67,6 +67,7 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 	// upstream errors are counted per route; their library lines go to
 	// the structured log, capped together.
 	errLog := logging.LibraryLog(log, slog.LevelWarn, "net/http/httputil")
+	fails := &failureLog{log: log, sampler: logging.NewRefusalSampler(log, logging.LibraryLinesPerSecond)}
 	for _, route := range limiter.Routes() {
 		u := cfg.Upstreams[route.Upstream]
 		if u == nil { // a route of a decision service only (listen: ""): nothing to forward to
@@ -90,8 +91,8 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 			}
 		}
 		up.pool = pools[route.Upstream]
-		up.plain = newReverseProxy(u, up.pool, ri, errs, log, errLog, false)
-		up.limited = newReverseProxy(u, up.pool, ri, errs, log, errLog, true)
+		up.plain = newReverseProxy(u, up.pool, ri, errs, fails, errLog, false)
+		up.limited = newReverseProxy(u, up.pool, ri, errs, fails, errLog, true)
 	}
 	return rt, nil
 }
@@ -194,7 +195,7 @@ func inc(c prometheus.Counter) {
 	}
 }
 
-func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, log *slog.Logger, errLog *stdlog.Logger, limited bool) *httputil.ReverseProxy {
+func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, fails *failureLog, errLog *stdlog.Logger, limited bool) *httputil.ReverseProxy {
 	rw := newRewriter(u, ri)
 	respEdit := newHeaderEdit(u.ResponseHeaders)
 	return &httputil.ReverseProxy{
@@ -211,7 +212,7 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 		// transports answer context.Canceled, which it does not log).
 		ErrorLog: errLog,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			answerError(w, r, err, u.Name, errs, log)
+			answerError(w, r, err, u.Name, errs, fails)
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			// An upstream may answer a body cut short by
@@ -287,12 +288,32 @@ func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
 	rw.reqEdit.apply(h)
 }
 
+// failureLog writes the WARN line of a failed upstream exchange, at most
+// logging.LibraryLinesPerSecond a second for a whole configuration (a dead
+// upstream under load must not flood the log), the rest counted and
+// reported as suppressed=N on the next line.
+type failureLog struct {
+	log     *slog.Logger
+	sampler *logging.RefusalSampler
+}
+
+func (f *failureLog) warn(msg, upstream string, r *http.Request, err error) {
+	if f == nil || f.log == nil {
+		return
+	}
+	ok, suppressed := f.sampler.Allow(time.Now())
+	if !ok {
+		return
+	}
+	f.log.Warn(msg, "upstream", upstream, "path", r.URL.Path, "err", err, logging.SuppressedKey, suppressed)
+}
+
 // answerError is ReverseProxy's ErrorHandler for upstream u: the client's
 // fault (a stalled or malformed body: 408, 400), the client gone (no
 // answer), every server of the pool out of rotation (502
 // no-healthy-upstream: not 503, which would read as our own outage), an
 // upstream timeout (504, as nginx) or another upstream failure (502).
-func answerError(w http.ResponseWriter, r *http.Request, err error, u string, errs errCounters, log *slog.Logger) {
+func answerError(w http.ResponseWriter, r *http.Request, err error, u string, errs errCounters, fails *failureLog) {
 	switch {
 	case bodyTimedOut(r): // the client stalled (its read also cancelled the context)
 		w.Header()["Connection"] = closeConn // the rest of the body never comes
@@ -308,15 +329,11 @@ func answerError(w http.ResponseWriter, r *http.Request, err error, u string, er
 		writeProblem(w, r, problemNoHealthy, nil, nil)
 	case isTimeout(err):
 		inc(errs.timeout)
-		if log != nil {
-			log.Warn("upstream timeout", "upstream", u, "path", r.URL.Path, "err", err)
-		}
+		fails.warn("upstream timeout", u, r, err)
 		writeProblem(w, r, problemGatewayTimeout, nil, nil)
 	default:
 		inc(errs.upstream)
-		if log != nil {
-			log.Warn("upstream error", "upstream", u, "path", r.URL.Path, "err", err)
-		}
+		fails.warn("upstream error", u, r, err)
 		writeProblem(w, r, problemBadGateway, nil, nil)
 	}
 }
