@@ -49,6 +49,7 @@ command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v curl >/dev/null || need+=(curl)
 command -v umoci >/dev/null || need+=(umoci)
 command -v skopeo >/dev/null || need+=(skopeo)
+command -v wrk >/dev/null || need+=(wrk)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing ${need[*]}"
@@ -98,7 +99,8 @@ done
 # 200,000 executions take 10-20 s each here. Minimizing an input is capped so
 # a slow minimization cannot stretch the run.
 echo "== fuzz (${FUZZTIME:=200000x} each)"
-for target in FuzzClientIP:./internal/realip FuzzKey:./internal/clientkey; do
+for target in FuzzClientIP:./internal/realip FuzzKey:./internal/clientkey FuzzSendable:./internal/upstream \
+  FuzzPath:./internal/reqview; do
   go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "$FUZZTIME" \
     -fuzzminimizetime 10s "${target#*:}"
 done

@@ -14,6 +14,9 @@
 // forwarding headers are believed from trusted proxies only, so any other
 // caller gets 403 and is never decided.
 //
+// The described request is read as the proxy path reads a request
+// (package reqview: method, target, Host, path normalization, a credential
+// sent twice), and refused with 400 where the proxy path would refuse it.
 // The verdict is the proxy path's (proxy.Server.Judge): routes match the
 // described request, their policies decide it, and the answer is 200 with
 // the quota headers and no body, or the refusal (response.status, or
@@ -27,6 +30,7 @@ import (
 	"strings"
 
 	"rlproxy/internal/proxy"
+	"rlproxy/internal/reqview"
 )
 
 // The headers that describe the original request; they are not part of it.
@@ -60,9 +64,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		proxy.WriteNotDescribed(w, r)
 		return
 	}
-	route := rt.Limiter.Match(orig)
+	// The described request is read as the proxy reads its own (package
+	// reqview): a spelling the proxy would refuse is refused here too.
+	v, reason := reqview.Read(orig)
+	if reason != reqview.OK {
+		h.srv.Refuse(w, orig, reason)
+		return
+	}
+	route := rt.Limiter.Match(&v)
 	if route == nil { // no route limits it: not this service's to refuse
 		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if route.Doubled(orig) {
+		h.srv.Refuse(w, orig, reqview.DuplicateCredential)
 		return
 	}
 	ip := rt.ClientIP(peer, orig.Header)

@@ -2,6 +2,7 @@ package forwardauth_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -208,5 +209,41 @@ routes:
 		if resp, body := ask(t, nil, fa+"/", "X-Original-URI", "/x"); resp.StatusCode != 200 {
 			t.Fatalf("decision %d: %d %s (a lease leaked)", i+1, resp.StatusCode, body)
 		}
+	}
+}
+
+// TestDescribedRequestReadAsProxy: the described request is read as the
+// proxy reads its own: a respelled path and Host match their route, and
+// what the proxy refuses with 400 — a path above the root, a target that
+// is not a path, a lower-case method, a credential sent twice — is
+// refused here too, counted in rlproxy_bad_requests_total.
+func TestDescribedRequestReadAsProxy(t *testing.T) {
+	in, fa := start(t, basic)
+	resp, body := ask(t, nil, fa+"/", "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/x/..//%6cogin", "X-Forwarded-Host", "API.example.", "X-API-Key", "k9")
+	if resp.StatusCode != 200 || resp.Header.Get("RateLimit") != `"keyed";r=1;t=30` {
+		t.Fatalf("respelled /login: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	for _, c := range []struct {
+		name   string
+		header []string
+	}{
+		{"path", []string{"X-Original-URI", "/../../etc/passwd"}},
+		{"target", []string{"X-Original-URI", "x:admin/x"}},
+		{"method", []string{"X-Forwarded-Method", "post", "X-Forwarded-Uri", "/login", "X-Forwarded-Host", "api.example"}},
+		{"duplicate_credential", []string{"X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/login", "X-Forwarded-Host", "api.example", "X-API-Key", "decoy", "X-API-Key", "k9"}},
+	} {
+		resp, body := ask(t, nil, fa+"/", c.header...)
+		if resp.StatusCode != 400 || !strings.Contains(body, "urn:rlproxy:problem:bad-request") {
+			t.Errorf("%s: %d %s, want 400 bad-request", c.name, resp.StatusCode, body)
+		}
+	}
+	got := map[string]float64{}
+	for _, m := range in.Metrics(t)["rlproxy_bad_requests_total"].GetMetric() {
+		if v := m.GetCounter().GetValue(); v > 0 {
+			got[m.GetLabel()[0].GetValue()] = v
+		}
+	}
+	if want := map[string]float64{"path": 1, "target": 1, "method": 1, "duplicate_credential": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rlproxy_bad_requests_total %v, want %v", got, want)
 	}
 }

@@ -63,6 +63,7 @@ type Metrics struct {
 	costHeaderInvalid *prometheus.CounterVec
 	store             *storeMetrics          // store.go
 	proxyErrors       *prometheus.CounterVec // proxy.go
+	badRequests       *prometheus.CounterVec // badrequest.go
 }
 
 // New builds the collectors and registers them, with the Go runtime and
@@ -151,6 +152,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 	m.proxyErrors = newProxyErrors()
 
 	m.store = newStoreMetrics(reg)
+	m.badRequests = newBadRequests(reg)
 	reg.MustRegister(
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
 		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.waitingLimit, m.breakerOpen,

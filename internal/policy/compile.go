@@ -78,18 +78,28 @@ func (l *Limiter) compileRoute(cr *config.Route, cfg *config.Config, plans map[s
 		rt.Policies = append(rt.Policies, p)
 		rt.counters = append(rt.counters, l.countersFor(rt.Name, pn))
 		rt.settles = rt.settles || p.CountStatus != nil
+		rt.addKey(p.key)
 	}
 	if cr.Plan != "" {
 		rt.Plans = plans[cr.Plan]
+		rt.addKey(rt.Plans.key)
 		rt.planCounters = map[string]*metrics.PolicyCounters{}
 		for _, pols := range cfg.Plans[cr.Plan].Plans {
 			for _, pn := range pols {
 				rt.planCounters[pn] = l.countersFor(rt.Name, pn)
 				rt.settles = rt.settles || l.policies[pn].CountStatus != nil
+				rt.addKey(l.policies[pn].key)
 			}
 		}
 	}
 	return rt
+}
+
+// addKey adds k to the key specs Doubled checks, once.
+func (r *Route) addKey(k *clientkey.Extractor) {
+	if !slices.Contains(r.keys, k) {
+		r.keys = append(r.keys, k)
+	}
 }
 
 // compilePlans compiles cp: its plans, numbered in name order, and the

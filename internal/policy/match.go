@@ -1,48 +1,34 @@
 package policy
 
 import (
-	"net/http"
-	"path"
 	"strings"
+
+	"rlproxy/internal/reqview"
 )
 
-// Match returns the first route matching r (file order), or nil. Paths are
-// matched in normalized form (MatchPath), as nginx matches locations.
-func (l *Limiter) Match(r *http.Request) *Route {
-	p := MatchPath(r.URL.Path)
+// Match returns the first route matching v (file order), or nil. v is the
+// request as package reqview reads it: the path normalized as nginx
+// normalizes it before location matching, the Host without port or
+// trailing dot. Without it "//login", "/./login", "/x/../login" or
+// "/%6cogin" missed a limited /login route and reached the upstream
+// unlimited, though most upstreams (nginx itself, many frameworks) serve
+// them as /login. The request is still forwarded as sent, as nginx's
+// proxy_pass without a URI does.
+func (l *Limiter) Match(v *reqview.View) *Route {
 	for _, rt := range l.routes {
-		if rt.matches(r, p) {
+		if rt.matches(v) {
 			return rt
 		}
 	}
 	return nil
 }
 
-// MatchPath is the request path routes are matched against: "." and ".."
-// segments resolved and runs of slashes merged (nginx merge_slashes and its
-// URI normalization, RFC 3986 section 5.2.4), a trailing slash kept. Without
-// it "//login", "/./login" or "/x/../login" missed a limited /login route
-// and reached the upstream unlimited, though most upstreams (nginx itself,
-// many frameworks) serve them as /login. The request is still forwarded as
-// sent, as nginx's proxy_pass without a URI does. Clean paths, the usual
-// case, are returned as they are, without allocating.
-func MatchPath(p string) string {
-	if !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
-		return p
-	}
-	c := path.Clean("/" + p)
-	if c != "/" && (strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/..")) {
-		c += "/"
-	}
-	return c
-}
-
-func (rt *Route) matches(r *http.Request, p string) bool {
+func (rt *Route) matches(v *reqview.View) bool {
 	m := &rt.match
 	if len(m.Methods) > 0 {
 		ok := false
 		for _, meth := range m.Methods {
-			if meth == r.Method {
+			if meth == v.Method {
 				ok = true
 				break
 			}
@@ -51,9 +37,10 @@ func (rt *Route) matches(r *http.Request, p string) bool {
 			return false
 		}
 	}
-	if m.Host != "" && !strings.EqualFold(hostOnly(r.Host), m.Host) {
+	if m.Host != "" && !strings.EqualFold(v.Host, m.Host) {
 		return false
 	}
+	p := v.Path
 	if m.Path != "" && p != m.Path {
 		return false
 	}
@@ -64,13 +51,4 @@ func (rt *Route) matches(r *http.Request, p string) bool {
 		return false
 	}
 	return true
-}
-
-// hostOnly strips a port from a Host header value ("example.com:8080",
-// "[::1]:80"), without allocating.
-func hostOnly(h string) string {
-	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h[i:], "]") {
-		h = h[:i]
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
 }

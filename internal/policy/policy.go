@@ -22,6 +22,7 @@ package policy
 
 import (
 	"log/slog"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -107,6 +108,20 @@ type Route struct {
 	settles      bool                               // a cost header, or some policy (or plan policy) with count_status
 	counters     []*metrics.PolicyCounters          // parallel to Policies
 	planCounters map[string]*metrics.PolicyCounters // plan policy name → counters
+	keys         []*clientkey.Extractor             // every key spec the route's requests are keyed by, once each
+}
+
+// Doubled reports whether req carries twice a credential one of the
+// route's key sources (of its policies, its plan key and its plans'
+// policies) reads (clientkey.Extractor.Doubled): such a request is refused
+// rather than keyed by one copy while the upstream reads another.
+func (r *Route) Doubled(req *http.Request) bool {
+	for _, k := range r.keys {
+		if k.Doubled(req) {
+			return true
+		}
+	}
+	return false
 }
 
 // Limited reports whether the route has any policy (and so sends quota headers).

@@ -25,6 +25,15 @@ const (
 	problemMethodNotAllowed                    // the quota endpoint asked with a method other than GET or HEAD: 405
 	problemBadRequest                          // the client's body was malformed (RFC 9112 §7.1): 400
 	problemMethod                              // TRACE or CONNECT, never forwarded (as nginx): 405
+	problemUnsendable                          // the upstream transport refused to send the request as it came: 400
+
+	// Requests that cannot be read unambiguously (package reqview): 400.
+	problemBadMethod
+	problemBadTarget
+	problemBadPath
+	problemBadHost
+	problemBadContentLength
+	problemDuplicateCredential
 
 	// The decision listeners' own answers (package forwardauth).
 	problemUntrustedCaller // the caller is not a trusted proxy: 403
@@ -49,6 +58,14 @@ var problems = [...]struct {
 	problemMethodNotAllowed: {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "the quota endpoint answers GET and HEAD only", http.StatusMethodNotAllowed},
 	problemBadRequest:       {"urn:rlproxy:problem:bad-request", "Bad Request", "the request body is malformed", http.StatusBadRequest},
 	problemMethod:           {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "TRACE and CONNECT are not forwarded", http.StatusMethodNotAllowed},
+	problemUnsendable:       {"urn:rlproxy:problem:bad-request", "Bad Request", "the request cannot be forwarded as sent (a method that is not a token, an invalid header field)", http.StatusBadRequest},
+
+	problemBadMethod:           {"urn:rlproxy:problem:bad-request", "Bad Request", "the method must be a token without lower-case letters", http.StatusBadRequest},
+	problemBadTarget:           {"urn:rlproxy:problem:bad-request", "Bad Request", "the request target must be a path, or an absolute URI with a host and no userinfo", http.StatusBadRequest},
+	problemBadPath:             {"urn:rlproxy:problem:bad-request", "Bad Request", "the path has a malformed or NUL %-escape, or climbs above the root", http.StatusBadRequest},
+	problemBadHost:             {"urn:rlproxy:problem:bad-request", "Bad Request", "the Host is malformed", http.StatusBadRequest},
+	problemBadContentLength:    {"urn:rlproxy:problem:bad-request", "Bad Request", "Content-Length must be digits, sent once", http.StatusBadRequest},
+	problemDuplicateCredential: {"urn:rlproxy:problem:bad-request", "Bad Request", "a credential (Authorization, or one this route keys by) is sent more than once", http.StatusBadRequest},
 
 	problemUntrustedCaller: {"urn:rlproxy:problem:untrusted-caller", "Forbidden", "only proxies in real_ip.trusted_proxies may ask this listener", http.StatusForbidden},
 	problemNotDescribed:    {"urn:rlproxy:problem:no-original-request", "Bad Request", "want X-Forwarded-Uri or X-Original-URI naming the original request", http.StatusBadRequest},

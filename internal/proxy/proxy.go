@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"rlproxy/internal/accesslog"
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
@@ -23,6 +25,7 @@ import (
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/realip"
+	"rlproxy/internal/reqview"
 	upstreampkg "rlproxy/internal/upstream"
 )
 
@@ -56,6 +59,8 @@ type Server struct {
 	// clients shows client ids in the refusal log as the admin page does.
 	clients *clientkey.Display
 	writers sync.Pool // *finalWriter
+	// badRequests counts Refuse's answers by reason; nil entries without metrics.
+	badRequests [reqview.NumReasons]prometheus.Counter
 }
 
 // New returns a Server serving rt.
@@ -64,6 +69,11 @@ func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 	s.results.New = func() any { return new(policy.Result) }
 	s.records.New = func() any { return new(record) }
 	s.writers.New = func() any { return new(finalWriter) }
+	if m != nil {
+		for r := reqview.OK + 1; r < reqview.NumReasons; r++ {
+			s.badRequests[r] = m.BadRequests(r.String())
+		}
+	}
 	s.Swap(rt)
 	return s
 }
@@ -99,6 +109,7 @@ func (s *Server) Waiting() int64 { return s.waiting.Load() }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := s.records.Get().(*record)
 	rc.reset(w, time.Now())
+	rc.closeAfter = closesUnlessSwitched(r)
 	rt := s.rt.Load()
 	al := s.access.Load()
 	if al != nil {
@@ -140,18 +151,8 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 	ip := rt.realIP.ClientIP(peer, r.Header)
 	rc.up.ClientIP = ip
 
-	if rt.quota != nil && r.URL.Path == rt.quota.path {
-		rc.decision = decisionQuota
-		s.serveQuota(w, r, rt, ip)
-		return
-	}
-	if !screen(w, r) {
-		return
-	}
-	route := rt.Limiter.Match(r)
+	route := s.route(rc, r, rt, ip)
 	if route == nil {
-		rc.decision = decisionNoRoute
-		writeProblem(w, r, problemNoRoute, nil, nil)
 		return
 	}
 	up := rt.upstreams[route.Name]
@@ -160,6 +161,9 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 		return
 	}
 	rc.route, rc.traffic = route.Name, up.traffic
+	if r.Header["Upgrade"] != nil {
+		r = up.upgrades.screen(r)
+	}
 	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP()) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
@@ -214,6 +218,68 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 		return
 	}
 	s.forward(up.limited, w, r, rt.Config.Response.Headers, res)
+}
+
+// route returns r's route, or answers r itself and returns nil: a request
+// that cannot be read unambiguously (400, reqview), the quota endpoint,
+// TRACE and CONNECT (405), no route (404), a credential of the route's key
+// sources sent twice (400).
+func (s *Server) route(rc *record, r *http.Request, rt *Runtime, ip netip.Addr) *policy.Route {
+	v, reason := reqview.Read(r)
+	if reason != reqview.OK {
+		s.refuse(rc, r, reason)
+		return nil
+	}
+	if rt.quota != nil && v.Path == rt.quota.path { // in any spelling, as routes
+		rc.decision = decisionQuota
+		s.serveQuota(rc, r, rt, ip)
+		return nil
+	}
+	if !screen(rc, r) {
+		return nil
+	}
+	route := rt.Limiter.Match(&v)
+	switch {
+	case route == nil:
+		rc.decision = decisionNoRoute
+		writeProblem(rc, r, problemNoRoute, nil, nil)
+	case route.Doubled(r):
+		s.refuse(rc, r, reqview.DuplicateCredential)
+		return nil
+	}
+	return route
+}
+
+// refuse is Refuse on the proxy path: noted in the access log, and on
+// HTTP/1 the connection closed after the answer, as nginx closes it after
+// a 400 for a malformed request (what follows on it may be framed
+// otherwise than the client meant).
+func (s *Server) refuse(rc *record, r *http.Request, reason reqview.Reason) {
+	rc.decision = decisionBadRequest
+	if r.ProtoMajor == 1 {
+		rc.Header()["Connection"] = closeConn
+	}
+	s.Refuse(rc, r, reason)
+}
+
+// Refuse answers r, which cannot be read unambiguously for reason
+// (package reqview), with 400 problem+json, counted in
+// rlproxy_bad_requests_total.
+func (s *Server) Refuse(w http.ResponseWriter, r *http.Request, reason reqview.Reason) {
+	if c := s.badRequests[reason]; c != nil {
+		c.Inc()
+	}
+	writeProblem(w, r, badRequestProblems[reason], nil, nil)
+}
+
+// badRequestProblems is the answer of each reqview.Reason.
+var badRequestProblems = [reqview.NumReasons]problemKind{
+	reqview.BadMethod:           problemBadMethod,
+	reqview.BadTarget:           problemBadTarget,
+	reqview.BadPath:             problemBadPath,
+	reqview.BadHost:             problemBadHost,
+	reqview.BadContentLength:    problemBadContentLength,
+	reqview.DuplicateCredential: problemDuplicateCredential,
 }
 
 // decide asks route's policies about r from client ip into res. It

@@ -341,7 +341,9 @@ func (pc *directConn) done(stop func() bool, keep bool) {
 }
 
 // directBody is a response body read from its connection; the connection
-// is released when the body ends or is closed.
+// is released when the body ends or is closed. Close may run while a Read
+// waits (a read_timeout expiry): it closes the connection, which ends the
+// Read.
 type directBody struct {
 	// ctx is the request's: once it is done, roundTrip's AfterFunc has cut
 	// the connection on purpose.
@@ -349,8 +351,7 @@ type directBody struct {
 	rc   io.ReadCloser
 	pc   *directConn
 	stop func() bool
-	keep bool
-	eof  bool
+	keep bool // immutable after roundTrip
 	once sync.Once
 }
 
@@ -359,8 +360,7 @@ func (b *directBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	switch {
 	case err == io.EOF:
-		b.eof = true
-		b.release()
+		b.release(b.keep)
 	case err != nil && b.ctx.Err() != nil:
 		// The client left and the deadline in the past that cut the
 		// connection reads as "i/o timeout": say what happened, as
@@ -371,23 +371,21 @@ func (b *directBody) Read(p []byte) (int, error) {
 }
 
 // Close releases the connection: for reuse when the body was read to its
-// end, closed otherwise (its unread rest would be the next response).
+// end (Read released it already), closed otherwise (its unread rest would
+// be the next response).
 func (b *directBody) Close() error {
-	if !b.eof {
-		b.keep = false
-	}
-	b.release()
+	b.release(false)
 	return nil
 }
 
-func (b *directBody) release() {
+func (b *directBody) release(keep bool) {
 	b.once.Do(func() {
-		if !b.keep {
+		if !keep {
 			// First, so closing an unfinished body does not read its rest.
 			b.pc.conn.Close()
 		}
 		_ = b.rc.Close()
-		b.pc.done(b.stop, b.keep)
+		b.pc.done(b.stop, keep)
 	})
 }
 

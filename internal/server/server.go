@@ -218,6 +218,9 @@ func (a *App) Start() error {
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 		ErrorLog:          logging.LibraryLog(a.log, slog.LevelDebug, "net/http"),
 		Protocols:         publicProtocols(cfg),
+		// "OPTIONS *" reaches the proxy, which refuses it (400, as nginx):
+		// net/http would answer it itself, outside routes and metrics.
+		DisableGeneralOptionsHandler: true,
 	}
 	ln, err := a.listenPublic(cfg)
 	if err != nil {
@@ -410,6 +413,15 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 			}
 			health.record(node, err)
 		},
+		// The breakers follow the slot owners: a node that left takes its
+		// circuit and its rlproxy_store_node_up series with it.
+		OnTopology: func(nodes []string) {
+			circs.Retain(nodes, func(node string) {
+				a.metrics.DeleteStoreNode(node)
+				a.log.Info("store node left the topology: its circuit breaker is removed", "node", node)
+			})
+			a.metrics.SetBreakerOpen(!circs.Up())
+		},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("building valkey store: %w", err)
@@ -483,6 +495,7 @@ func (a *App) Reload(reason string) {
 	}
 	if a.lim != nil {
 		a.lim.set(cfg.Server)
+		a.lim.trust(cfg.RealIP.TrustedProxies)
 	}
 	a.level.Set(cfg.Log.Level)
 	a.warn(cfg)

@@ -1,0 +1,110 @@
+package clientkey
+
+import (
+	"net/http"
+	"strings"
+
+	"rlproxy/internal/config"
+)
+
+// Doubled reports whether r carries a credential one of e's header, query
+// or cookie sources reads more than once: a header field repeated, or
+// spelled with "_" for "-" (CGI, WSGI and Rack upstreams read X_Api_Key as
+// X-Api-Key); a query parameter named twice, names compared unescaped and
+// pairs split at "&" and at ";" (some upstreams split there); a cookie
+// named twice over all Cookie lines (HTTP/2 may split them; repeated
+// Cookie fields as such are fine). The proxy refuses such a request with
+// 400, as nginx refuses a repeated Authorization: keying one value while
+// the upstream reads another would let a client send a fresh decoy, and
+// get a fresh budget, on every request. It does not allocate unless a
+// query name holds a %-escape.
+func (e *Extractor) Doubled(r *http.Request) bool {
+	for i := range e.sources {
+		s := &e.sources[i]
+		var n int
+		switch s.kind {
+		case config.SourceHeader:
+			n = headerCount(r.Header, s.name)
+		case config.SourceQuery:
+			if r.URL != nil {
+				n = queryCount(r.URL.RawQuery, s.name)
+			}
+		case config.SourceCookie:
+			n = cookieCount(r.Header["Cookie"], s.name)
+		}
+		if n > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// headerCount counts the fields named name (canonical) in h, also under
+// any spelling equal to it case-insensitively with "_" for "-".
+func headerCount(h http.Header, name string) int {
+	n := len(h[name])
+	if n > 1 {
+		return n
+	}
+	for k, vs := range h {
+		if k != name && len(k) == len(name) && sameHeaderName(k, name) {
+			n += len(vs)
+		}
+	}
+	return n
+}
+
+// sameHeaderName reports whether a and b (of one length) are one name to
+// an upstream that folds case and reads "_" as "-".
+func sameHeaderName(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		if foldName(a[i]) != foldName(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// foldName is c lower-cased, "_" read as "-".
+func foldName(c byte) byte {
+	switch {
+	case 'A' <= c && c <= 'Z':
+		return c + 'a' - 'A'
+	case c == '_':
+		return '-'
+	}
+	return c
+}
+
+// queryCount counts the parameters named name in a raw query.
+func queryCount(q, name string) int {
+	n := 0
+	for q != "" {
+		var kv string
+		if i := strings.IndexAny(q, "&;"); i >= 0 {
+			kv, q = q[:i], q[i+1:]
+		} else {
+			kv, q = q, ""
+		}
+		k, _, _ := strings.Cut(kv, "=")
+		if k, ok := unescapeQuery(k); ok && k == name {
+			n++
+		}
+	}
+	return n
+}
+
+// cookieCount counts the cookies named name over the Cookie lines.
+func cookieCount(lines []string, name string) int {
+	n := 0
+	for _, line := range lines {
+		for line != "" {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			if k, _, ok := strings.Cut(strings.TrimSpace(part), "="); ok && k == name {
+				n++
+			}
+		}
+	}
+	return n
+}
