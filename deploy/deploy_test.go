@@ -37,7 +37,8 @@ import (
 const (
 	repoRoot    = ".."
 	composeFile = "docker-compose.yaml"
-	configFile  = "rlproxy.yaml"
+	configDir   = "compose"
+	configFile  = configDir + "/rlproxy.yaml"
 	dockerfile  = "../Dockerfile"
 	ignoreFile  = "../.dockerignore"
 )
@@ -265,7 +266,9 @@ func TestCompose(t *testing.T) {
 		t.Errorf("rlproxy depends_on valkey condition %q, want service_healthy", d)
 	}
 
-	// The config mount: its source exists, its target is the image's CMD path.
+	// The config mount: its source is the config's directory (a file's
+	// mount misses an edit saved by rename), its target the directory of
+	// the image's CMD path.
 	mounted := false
 	for _, v := range rl.Volumes {
 		parts := strings.Split(v, ":")
@@ -276,12 +279,12 @@ func TestCompose(t *testing.T) {
 		if _, err := os.Stat(parts[0]); err != nil {
 			t.Errorf("volume %q: %v", v, err)
 		}
-		if parts[1] == "/etc/rlproxy/rlproxy.yaml" && filepath.Clean(parts[0]) == configFile {
+		if parts[1] == "/etc/rlproxy" && filepath.Clean(parts[0]) == configDir {
 			mounted = true
 		}
 	}
 	if !mounted {
-		t.Errorf("volumes %q do not mount %s at /etc/rlproxy/rlproxy.yaml", rl.Volumes, configFile)
+		t.Errorf("volumes %q do not mount the directory %s at /etc/rlproxy", rl.Volumes, configDir)
 	}
 
 	// The health check runs the binary itself (no shell in the image) against
@@ -386,7 +389,7 @@ func TestDockerignore(t *testing.T) {
 			patterns = append(patterns, strings.Trim(line, "/"))
 		}
 	}
-	for _, must := range []string{".git/HEAD", "deploy/rlproxy.yaml", "rlproxy", "x/y.test"} {
+	for _, must := range []string{".git/HEAD", "deploy/compose/rlproxy.yaml", "rlproxy", "x/y.test"} {
 		if !ignored(patterns, must) {
 			t.Errorf("%s is sent to the build context; want it ignored", must)
 		}

@@ -27,7 +27,7 @@ func TestHelmCLI(t *testing.T) {
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
 	t.Logf("helm version: %s", helm(t, bin, env, "version", "--short"))
 	const chart = "helm/rlproxy"
-	for _, c := range helmCases {
+	for _, c := range helmCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			var values []string
 			if c.values != nil {

@@ -57,7 +57,9 @@ func decodeAll(t *testing.T, name string, stream []byte) *objects {
 		if len(bytes.TrimSpace(doc)) == 0 || isComments(doc) {
 			continue
 		}
-		js, err := sigsyaml.YAMLToJSON(doc)
+		// The line break the split took back: a block scalar at the end
+		// of a document keeps its last newline.
+		js, err := sigsyaml.YAMLToJSON(append(doc, '\n'))
 		if err != nil {
 			t.Fatalf("%s: document %d: %v", name, i, err)
 		}
@@ -124,14 +126,16 @@ func kustomize(t *testing.T, dir string) []byte {
 // ServiceMonitor component) and checks every object.
 func TestKustomize(t *testing.T) {
 	base := decodeAll(t, "base", kustomize(t, "kubernetes/base"))
-	if len(base.deployments) != 1 || len(base.services) != 1 || len(base.configMaps) != 1 || len(base.pdbs) != 1 || len(base.serviceMonitors) != 0 {
-		t.Fatalf("base: %d deployments, %d services, %d configmaps, %d pdbs, %d servicemonitors; want 1 1 1 1 0",
+	if len(base.deployments) != 1 || len(base.services) != 2 || len(base.configMaps) != 1 || len(base.pdbs) != 1 || len(base.serviceMonitors) != 0 {
+		t.Fatalf("base: %d deployments, %d services, %d configmaps, %d pdbs, %d servicemonitors; want 1 2 1 1 0",
 			len(base.deployments), len(base.services), len(base.configMaps), len(base.pdbs), len(base.serviceMonitors))
 	}
 	checkRlproxy(t, "base", base, base.deployments[0], 2)
 	demo := decodeAll(t, "demo", kustomize(t, "kubernetes/overlays/demo"))
-	if len(demo.deployments) != 2 || len(demo.secrets) != 1 || len(demo.serviceMonitors) != 1 {
-		t.Fatalf("demo: %d deployments (rlproxy + valkey), %d secrets, %d servicemonitors; want 2 1 1", len(demo.deployments), len(demo.secrets), len(demo.serviceMonitors))
+	// No ServiceMonitor: the demo must apply on a cluster without the
+	// prometheus-operator's CRDs.
+	if len(demo.deployments) != 2 || len(demo.secrets) != 1 || len(demo.serviceMonitors) != 0 {
+		t.Fatalf("demo: %d deployments (rlproxy + valkey), %d secrets, %d servicemonitors; want 2 1 0", len(demo.deployments), len(demo.secrets), len(demo.serviceMonitors))
 	}
 	checkRlproxy(t, "demo", demo, demo.deployments[0], 2)
 	checkSecretKeys(t, demo.secrets[0], demo.deployments[0])
@@ -143,17 +147,47 @@ type helmCase struct {
 	values   map[string]any
 	replicas int32
 	monitors int
+	// secretEnv lists the variables set from Secrets, as "NAME=secret/key".
+	secretEnv []string
 }
 
-// helmCases are the chart's defaults and a non-default set.
-var helmCases = []helmCase{
-	{"defaults", nil, 2, 0},
-	{"custom", map[string]any{
-		"replicaCount":   3,
-		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
-		"extraEnv":       []any{map[string]any{"name": "GOMAXPROCS", "value": "2"}},
-		"image":          map[string]any{"tag": "0.3.1"},
-	}, 3, 1},
+// documentedImage is the image the chart's values.yaml and
+// docs/reference/deployment.md name as the default.
+const documentedImage = "ghcr.io/rlproxy/rlproxy:0.3.0"
+
+// productionConfig is the README's production example, which its Helm
+// command passes with --set-file config=configs/production.yaml.
+const productionConfig = "../configs/production.yaml"
+
+// helmCases are the chart's defaults (the demo config: no secrets), a
+// non-default set, the README's production values (a config as a string,
+// whose *_env variables come from the Secret "rlproxy"), and a map config
+// (never merged with the demo's).
+func helmCases(t *testing.T) []helmCase {
+	prod, err := os.ReadFile(productionConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []helmCase{
+		{"defaults", nil, 2, 0, nil},
+		{"custom", map[string]any{
+			"replicaCount":   3,
+			"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+			"extraEnv":       []any{map[string]any{"name": "GOMAXPROCS", "value": "2"}},
+			"image":          map[string]any{"tag": "0.3.1"},
+		}, 3, 1, nil},
+		{"production", map[string]any{"config": string(prod), "secret": map[string]any{"name": "rlproxy"}}, 2, 0,
+			[]string{"RLPROXY_KEY_HASH_SECRET=rlproxy/RLPROXY_KEY_HASH_SECRET", "VALKEY_PASSWORD=rlproxy/VALKEY_PASSWORD"}},
+		{"map config", map[string]any{
+			"config": map[string]any{
+				"store":     map[string]any{"type": "memory"},
+				"upstreams": map[string]any{"app": map[string]any{"url": "http://app:3000"}},
+				"routes":    []any{map[string]any{"name": "all", "upstream": "app"}},
+				"admin":     map[string]any{"basic_auth": map[string]any{"user": "ops", "password_env": "ADMIN_PASSWORD"}},
+			},
+			"envSecrets": map[string]any{"ADMIN_PASSWORD": map[string]any{"name": "ops", "key": "pw"}},
+		}, 2, 0, []string{"ADMIN_PASSWORD=ops/pw"}},
+	}
 }
 
 // checkHelm asserts what a rendering of the chart with c.values must hold.
@@ -162,9 +196,24 @@ func checkHelm(t *testing.T, c helmCase, o *objects) {
 	if len(o.deployments) != 1 || len(o.serviceMonitors) != c.monitors {
 		t.Fatalf("%d deployments, %d servicemonitors; want 1, %d", len(o.deployments), len(o.serviceMonitors), c.monitors)
 	}
+	ct := o.deployments[0].Spec.Template.Spec.Containers[0]
+	var secretEnv []string
+	for _, e := range ct.Env {
+		if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil {
+			secretEnv = append(secretEnv, e.Name+"="+r.SecretKeyRef.Name+"/"+r.SecretKeyRef.Key)
+		}
+	}
+	if !slices.Equal(secretEnv, c.secretEnv) {
+		t.Errorf("%s: env from Secrets %q, want %q (only what the config's *_env fields name)", c.name, secretEnv, c.secretEnv)
+	}
+	if c.name != "custom" && ct.Image != documentedImage {
+		t.Errorf("%s: image %q, want the documented default %q", c.name, ct.Image, documentedImage)
+	}
+	if c.name == "production" {
+		checkProduction(t, o)
+	}
 	checkRlproxy(t, c.name, o, o.deployments[0], c.replicas)
 	if c.name == "custom" {
-		ct := o.deployments[0].Spec.Template.Spec.Containers[0]
 		if ct.Image != "ghcr.io/rlproxy/rlproxy:0.3.1" || !slices.ContainsFunc(ct.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMAXPROCS" && e.Value == "2" }) {
 			t.Errorf("custom values not applied: image %q env %+v", ct.Image, ct.Env)
 		}
@@ -183,7 +232,7 @@ func TestHelmChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range helmCases {
+	for _, c := range helmCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			vals, err := chartutil.ToRenderValues(chart, c.values, chartutil.ReleaseOptions{Name: "edge", Namespace: "default", IsInstall: true}, chartutil.DefaultCapabilities)
 			if err != nil {
@@ -267,8 +316,60 @@ func checkRlproxy(t *testing.T, name string, o *objects, d *appsv1.Deployment, r
 	if need := cfg.Server.ShutdownDelay + cfg.Server.ShutdownTimeout; grace <= need {
 		t.Errorf("%s: terminationGracePeriodSeconds %v, want more than shutdown_delay + shutdown_timeout = %v", name, grace, need)
 	}
+	checkAdminService(t, name, o)
 	if len(o.pdbs) != 1 || o.pdbs[0].Spec.MinAvailable == nil || o.pdbs[0].Spec.MinAvailable.IntValue() < 1 {
 		t.Errorf("%s: want one PodDisruptionBudget keeping a pod: %+v", name, o.pdbs)
+	}
+}
+
+// checkProduction: the ConfigMap holds the README's production file byte
+// for byte, and `rlproxy validate -allow-missing-env` accepts it where its
+// secrets are not set (CI).
+func checkProduction(t *testing.T, o *objects) {
+	t.Helper()
+	want, err := os.ReadFile(productionConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.configMaps) != 1 || o.configMaps[0].Data["rlproxy.yaml"] != string(want) {
+		t.Fatalf("production: the ConfigMap's rlproxy.yaml is not %s as it is", productionConfig)
+	}
+	p := filepath.Join(t.TempDir(), "rlproxy.yaml")
+	if err := os.WriteFile(p, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VALKEY_PASSWORD", "")
+	t.Setenv("RLPROXY_KEY_HASH_SECRET", "")
+	cfg, err := config.LoadWith(p, config.LoadOptions{AllowMissingEnv: true})
+	if err != nil {
+		t.Fatalf("production: validate -allow-missing-env refuses the rendered config:\n%v", err)
+	}
+	if len(cfg.Warnings) != 2 {
+		t.Errorf("production: warnings %v, want the two unset variables", cfg.Warnings)
+	}
+}
+
+// checkAdminService: the admin port is on a ClusterIP Service of its own,
+// never on the Service that carries the proxy's port (which may be a
+// LoadBalancer).
+func checkAdminService(t *testing.T, name string, o *objects) {
+	t.Helper()
+	admin := 0
+	for _, s := range o.services {
+		if s.Labels["app.kubernetes.io/name"] != "rlproxy" {
+			continue // the demo's Valkey
+		}
+		hasAdmin := slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "admin" })
+		hasHTTP := slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "http" })
+		switch {
+		case hasAdmin && (hasHTTP || s.Spec.Type != corev1.ServiceTypeClusterIP):
+			t.Errorf("%s: Service %s exposes the admin port beside http or as %s", name, s.Name, s.Spec.Type)
+		case hasAdmin:
+			admin++
+		}
+	}
+	if admin != 1 {
+		t.Errorf("%s: %d admin Services, want 1", name, admin)
 	}
 }
 

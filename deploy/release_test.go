@@ -35,8 +35,11 @@ func needTool(t *testing.T, name, install string) string {
 // the four static binaries the reference promises, version-stamped.
 func TestGoreleaser(t *testing.T) {
 	var cfg struct {
-		Version int `yaml:"version"`
-		Builds  []struct {
+		Version  int `yaml:"version"`
+		Archives []struct {
+			Files []string `yaml:"files"`
+		} `yaml:"archives"`
+		Builds []struct {
 			Main    string   `yaml:"main"`
 			Env     []string `yaml:"env"`
 			Ldflags []string `yaml:"ldflags"`
@@ -47,6 +50,13 @@ func TestGoreleaser(t *testing.T) {
 	decode(t, "../.goreleaser.yaml", &cfg)
 	if cfg.Version != 2 || len(cfg.Builds) != 1 {
 		t.Fatalf("version %d, %d builds: want a v2 config with one build", cfg.Version, len(cfg.Builds))
+	}
+	// The example configs name ../docs/rlproxy.schema.json: the archive
+	// ships it beside them.
+	for _, a := range cfg.Archives {
+		if !slices.Contains(a.Files, "docs/rlproxy.schema.json") || !slices.Contains(a.Files, "configs/*.yaml") {
+			t.Errorf("archive files %q: want configs/*.yaml and the schema they name, docs/rlproxy.schema.json", a.Files)
+		}
 	}
 	b := cfg.Builds[0]
 	if b.Main != "./cmd/rlproxy" || !slices.Contains(b.Env, "CGO_ENABLED=0") ||
@@ -80,6 +90,7 @@ func TestSystemdUnit(t *testing.T) {
 	for _, want := range []string{
 		"DynamicUser=yes", "ProtectSystem=strict", "NoNewPrivileges=yes", "ExecReload=/bin/kill -HUP $MAINPID",
 		"CapabilityBoundingSet=\n", "ExecStart=/usr/local/bin/rlproxy -config /etc/rlproxy/rlproxy.yaml",
+		"StateDirectory=rlproxy\n", "LogsDirectory=rlproxy\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("%s lacks %q", unit, want)

@@ -53,19 +53,13 @@ func (f *listenFlags) overrides() config.Overrides {
 }
 
 // printListeners shows the effective listeners and where each came from.
-func printListeners(w io.Writer, cfg *config.Config, ov config.Overrides) {
+func printListeners(w io.Writer, cfg *config.Config) {
 	show := func(v string) string {
 		if v == "" {
 			return `"" (off)`
 		}
 		return v
 	}
-	from := func(o *config.Override) string {
-		if o == nil {
-			return "configuration file"
-		}
-		return o.Source
-	}
 	fmt.Fprintf(w, "rlproxy: listen %s (%s), admin_listen %s (%s)\n",
-		show(cfg.Listen), from(ov.Listen), show(cfg.AdminListen), from(ov.AdminListen))
+		show(cfg.Listen), cfg.ListenSource, show(cfg.AdminListen), cfg.AdminListenSource)
 }

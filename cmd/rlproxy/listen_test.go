@@ -29,14 +29,14 @@ func TestListenPrecedence(t *testing.T) {
 		want      string
 		wantError string
 	}{
-		{"file", nil, nil, "rlproxy: listen 127.0.0.1:8080 (configuration file), admin_listen 127.0.0.1:9090 (configuration file)\n", ""},
+		{"file", nil, nil, "rlproxy: listen 127.0.0.1:8080 (file " + shipped + ":8), admin_listen 127.0.0.1:9090 (file " + shipped + ":9)\n", ""},
 		{"env", map[string]string{"RLPROXY_LISTEN": "127.0.0.1:18081", "RLPROXY_ADMIN_LISTEN": ":19091"}, nil,
 			"rlproxy: listen 127.0.0.1:18081 (environment RLPROXY_LISTEN), admin_listen :19091 (environment RLPROXY_ADMIN_LISTEN)\n", ""},
 		{"flag over env", map[string]string{"RLPROXY_LISTEN": "127.0.0.1:18081", "RLPROXY_ADMIN_LISTEN": ":19091"},
 			[]string{"-listen", "127.0.0.1:18080", "-admin-listen", ""},
 			`rlproxy: listen 127.0.0.1:18080 (flag -listen), admin_listen "" (off) (flag -admin-listen)` + "\n", ""},
 		{"empty env is unset", map[string]string{"RLPROXY_LISTEN": ""}, nil,
-			"rlproxy: listen 127.0.0.1:8080 (configuration file), admin_listen 127.0.0.1:9090 (configuration file)\n", ""},
+			"rlproxy: listen 127.0.0.1:8080 (file " + shipped + ":8), admin_listen 127.0.0.1:9090 (file " + shipped + ":9)\n", ""},
 		{"bad flag", nil, []string{"-listen", "18080"}, "",
 			`flag -listen: listen: "18080": want HOST:PORT, e.g. 127.0.0.1:8080 or :8080`},
 		{"bad env", map[string]string{"RLPROXY_ADMIN_LISTEN": "127.0.0.1:8080"}, nil, "",
@@ -59,6 +59,18 @@ func TestListenPrecedence(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 0 and:\n%s", code, stdout, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// TestListenDefaultSource: a listener the file leaves out is labelled
+// "default", not as the file's.
+func TestListenDefaultSource(t *testing.T) {
+	t.Setenv("RLPROXY_LISTEN", "")
+	t.Setenv("RLPROXY_ADMIN_LISTEN", "")
+	p := mainWrite(t, "defaults.yaml", "admin_listen: \"127.0.0.1:19090\"\nupstreams: { app: { builtin: echo } }\nroutes: [{ name: r, upstream: app }]\n")
+	code, _, stderr := mainRun("validate", p)
+	if want := "rlproxy: listen :8080 (default), admin_listen 127.0.0.1:19090 (file " + p + ":1)\n"; code != 0 || stderr != want {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit 0 and:\n%s", code, stderr, want)
 	}
 }
 

@@ -1,7 +1,7 @@
 // Command rlproxy is a rate-limiting reverse proxy.
 //
 //	rlproxy -config FILE            serve (default config: configs/rlproxy.yaml)
-//	rlproxy validate -config FILE   check a file; exit 0, or FILE:LINE: messages and exit 1
+//	rlproxy validate FILE           check a file; exit 0, or FILE:LINE: messages and exit 1
 //	rlproxy schema                  print the config file's JSON Schema
 //	rlproxy compare [flags]         replay docs/PRODUCT.md's reference experiment
 //	rlproxy health -url URL         probe an admin endpoint (container healthchecks)
@@ -62,12 +62,13 @@ const usage = `usage:
                                     serve (default configs/rlproxy.yaml); the flags, then
                                     RLPROXY_LISTEN and RLPROXY_ADMIN_LISTEN, override the file;
                                     -max-config-bytes N: largest config or keys_file (default 64 MiB)
-  rlproxy validate -config FILE [-listen ADDR] [-admin-listen ADDR] [-max-config-bytes N]
-                                    check a file: exit 0, or FILE:LINE: field: message lines and exit 1
+  rlproxy validate [-allow-missing-env] [-listen ADDR] [-admin-listen ADDR] [-max-config-bytes N] [-config] FILE
+                                    check a file: exit 0, or FILE:LINE: field: message lines and exit 1;
+                                    -allow-missing-env: an unset *_env variable is a warning (CI)
   rlproxy schema                    print the config file's JSON Schema (draft 2020-12)
   rlproxy compare [-store memory|valkey] [-valkey ADDR] [-race] [-memory]
   rlproxy health [-url URL]         exit 0 if URL (default http://127.0.0.1:9090/healthz) answers 200
-  rlproxy version
+  rlproxy version | --version
 `
 
 // run dispatches a subcommand and returns the process exit code.
@@ -76,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "validate":
 			return cmdValidate(args[1:], stdout, stderr)
-		case "version":
+		case "version", "-version", "--version":
 			if len(args) > 1 {
 				return badArgs(stderr, "version takes no arguments")
 			}
@@ -126,17 +127,28 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) bool {
 	return true
 }
 
+// cmdValidate checks a file as nginx -t does. The file is -config FILE or
+// the one argument (`rlproxy validate FILE`), not both.
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "configs/rlproxy.yaml", "configuration file to check")
+	path := fs.String("config", "configs/rlproxy.yaml", "configuration file to check (or give it as the argument)")
+	allowMissing := fs.Bool("allow-missing-env", false, "an unset or empty environment variable named by a *_env field is a warning, not an error")
 	lf := addListenFlags(fs)
 	maxBytes := maxConfigBytesFlag(fs)
-	if !parseFlags(fs, args, stderr) {
+	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	switch {
+	case fs.NArg() > 1:
+		return badArgs(stderr, fmt.Sprintf("validate: one file, not %d", fs.NArg()))
+	case fs.NArg() == 1 && flagGiven(fs, "config"):
+		return badArgs(stderr, fmt.Sprintf("validate: the file is -config %s or the argument %q, not both", *path, fs.Arg(0)))
+	case fs.NArg() == 1:
+		*path = fs.Arg(0)
+	}
 	ov := lf.overrides()
-	cfg, err := config.LoadWith(*path, config.LoadOptions{MaxFileBytes: *maxBytes, Overrides: ov})
+	cfg, err := config.LoadWith(*path, config.LoadOptions{MaxFileBytes: *maxBytes, Overrides: ov, AllowMissingEnv: *allowMissing})
 	if err != nil {
 		printProblems(stderr, err)
 		fmt.Fprintf(stderr, "rlproxy: configuration file %s test failed\n", *path)
@@ -145,9 +157,16 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(stderr, "%s (warning)\n", w)
 	}
-	printListeners(stderr, cfg, ov)
+	printListeners(stderr, cfg)
 	fmt.Fprintf(stdout, "rlproxy: configuration file %s test is successful\n", *path)
 	return 0
+}
+
+// flagGiven reports whether the command line set flag name (after Parse).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // maxConfigBytesFlag adds -max-config-bytes to fs: the size limit of the

@@ -119,9 +119,11 @@ func TestValidateShippedConfig(t *testing.T) {
 // build date (unknown in a test binary, which has no VCS stamp) and the Go
 // version.
 func TestVersion(t *testing.T) {
-	code, stdout, _ := mainRun("version")
-	if want := "rlproxy dev (commit unknown, built unknown, " + runtime.Version() + ")\n"; code != 0 || stdout != want {
-		t.Errorf("exit %d, stdout %q, want 0 and %q", code, stdout, want)
+	for _, arg := range []string{"version", "--version", "-version"} {
+		code, stdout, _ := mainRun(arg)
+		if want := "rlproxy dev (commit unknown, built unknown, " + runtime.Version() + ")\n"; code != 0 || stdout != want {
+			t.Errorf("rlproxy %s: exit %d, stdout %q, want 0 and %q", arg, code, stdout, want)
+		}
 	}
 }
 
@@ -149,15 +151,16 @@ routes:
 	}
 }
 
-// TestCommandLineMistakes: a file given without -config, a misspelled
-// subcommand or a stray argument exits 2 with a message — never a check of
-// the default file reported as success, never a server started.
+// TestCommandLineMistakes: two files, a misspelled subcommand or a stray
+// argument exits 2 with a message — never a check of the default file
+// reported as success, never a server started.
 func TestCommandLineMistakes(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		msg  string
 	}{
-		{[]string{"validate", "other.yaml"}, `rlproxy validate: unexpected argument "other.yaml" (give the file with -config)`},
+		{[]string{"validate", "a.yaml", "b.yaml"}, `rlproxy: validate: one file, not 2`},
+		{[]string{"validate", "-config", "a.yaml", "b.yaml"}, `rlproxy: validate: the file is -config a.yaml or the argument "b.yaml", not both`},
 		{[]string{"valdiate", "-config", "x.yaml"}, `rlproxy: unknown command "valdiate"`},
 		{[]string{"-config", "x.yaml", "valdiate"}, `rlproxy serve: unexpected argument "valdiate"`},
 		{[]string{"version", "extra"}, `rlproxy: version takes no arguments`},
@@ -168,7 +171,7 @@ func TestCommandLineMistakes(t *testing.T) {
 			t.Errorf("rlproxy %v: exit %d, stdout %q, stderr %q; want exit 2 and stderr starting %q", tc.args, code, out, errOut, tc.msg)
 		}
 	}
-	if code, out, _ := mainRun("-h"); code != 0 || !strings.Contains(out, "rlproxy validate -config FILE") {
+	if code, out, _ := mainRun("-h"); code != 0 || !strings.Contains(out, "rlproxy validate [-allow-missing-env]") {
 		t.Errorf("rlproxy -h: exit %d, %q; want the usage", code, out)
 	}
 }

@@ -28,7 +28,7 @@ routes:
 	got := fmt.Sprintf("%+v", describeRoutes(cfg))
 	want := "[{Name:login Match:POST, path /login Upstream:app Cost:1 Policies:[{Name:login Limit:leaky bucket 10 r/s (burst 20, nodelay) Key:ip Fail:fail closed Notes:}] Plan:} " +
 		"{Name:api Match:host api.example, prefix /api Upstream:app Cost:2 Policies:[{Name:api Limit:token bucket 100 r/m (burst 5) Key:header:X-Api-Key, ip Fail:fail open to token bucket 1 r/s (burst 2) Notes:dry run} " +
-		"{Name:both Limit:sliding counter 1000 per 1h0m0s Key:header:X-Tenant + ip Fail:fail open Notes:1 exempt prefixes}] Plan:} " +
+		"{Name:both Limit:sliding counter 1000 per 1h Key:header:X-Tenant + ip Fail:fail open Notes:1 exempt prefixes}] Plan:} " +
 		"{Name:rest Match:every request Upstream:app Cost:1 Policies:[] Plan:}]"
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)

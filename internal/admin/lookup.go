@@ -2,15 +2,11 @@ package admin
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
 
-	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/proxy"
@@ -120,16 +116,8 @@ func withCredential(r *http.Request, cfg *config.Config, value string) {
 	r.URL.RawQuery = q.Encode()
 }
 
-// display is how the page shows a client id: credentials are already
-// hashed (shortened as in logs); addresses are shown as they are with
-// admin.show_client_ips, else as a keyed hash that tells clients apart
-// without naming them (the same client has the same hash across the top
-// list and the quota lookup, until the process restarts).
+// display is how the page shows a client id: as the refusal log does
+// (clientkey.Display), addresses hashed unless admin.show_client_ips.
 func (p *page) display(cfg *config.Config, id string) string {
-	if !strings.HasPrefix(id, "ip:") || cfg.Admin.ShowClientIPs {
-		return clientkey.Redact(id)
-	}
-	m := hmac.New(sha256.New, p.secret[:])
-	m.Write([]byte(id))
-	return "ip#" + hex.EncodeToString(m.Sum(nil)[:6])
+	return p.clients.Show(id, cfg.Admin.ShowClientIPs)
 }

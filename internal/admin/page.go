@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
@@ -12,6 +11,8 @@ import (
 	"net/http"
 	"time"
 
+	"rlproxy/internal/algo"
+	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/live"
 	"rlproxy/internal/proxy"
@@ -55,13 +56,16 @@ type PageSource struct {
 	Status func() Status
 	// Live holds the rates and top refused clients.
 	Live *live.Recorder
+	// Clients shows client ids as the refusal log does (nil: a Display of
+	// the page's own).
+	Clients *clientkey.Display
 }
 
 // page serves GET /, /api/stats and /static/.
 type page struct {
-	src    PageSource
-	tmpl   *template.Template
-	secret [32]byte // keys the hash of client addresses shown
+	src     PageSource
+	tmpl    *template.Template
+	clients *clientkey.Display
 }
 
 // WithPage serves the admin page (docs/reference/operations.md, "Admin page") on GET /, its
@@ -70,7 +74,10 @@ type page struct {
 func WithPage(src PageSource) Option {
 	return func(s *Server, mux *http.ServeMux) {
 		p := &page{src: src, tmpl: template.Must(template.New("page.html").Funcs(funcs()).ParseFS(assets, "assets/page.html"))}
-		_, _ = rand.Read(p.secret[:])
+		p.clients = src.Clients
+		if p.clients == nil {
+			p.clients = clientkey.NewDisplay()
+		}
 		mux.Handle("GET /{$}", s.guard(src.Runtime, http.HandlerFunc(p.serveIndex)))
 		mux.Handle("GET /api/stats", s.guard(src.Runtime, http.HandlerFunc(p.serveStats)))
 		for _, f := range []string{"app.js", "style.css"} {
@@ -148,7 +155,7 @@ func (p *page) serveIndex(w http.ResponseWriter, r *http.Request) {
 	st := p.src.Status()
 	v := indexView{
 		Version: p.src.Version, ConfigPath: cfg.Path, Digest: hex.EncodeToString(cfg.Digest[:]),
-		Store: cfg.Store.Type, Breaker: "none (memory store)", Uptime: time.Since(p.src.Started).Round(time.Second).String(),
+		Store: cfg.Store.Type, Breaker: "none (memory store)", Uptime: algo.FormatDuration(time.Since(p.src.Started).Round(time.Second)),
 		Status: st, Routes: describeRoutes(cfg), Stats: p.snapshot(cfg), Rates: map[string]rates{},
 		Lookup: p.lookup(r.Context(), rt, r.URL.Query()),
 	}

@@ -297,9 +297,9 @@ func TestQuotaWindowString(t *testing.T) {
 		{Limit{Kind: LeakyBucket, Count: 3, Period: 1000}, 1, 334, "leaky bucket 3 r/s (burst 0)"},
 		{Limit{Kind: TokenBucket, Count: 30, Period: 60_000, Burst: 5}, 5, 10_000, "token bucket 30 r/m (burst 5)"},
 		{Limit{Kind: TokenBucket, Count: 5, Period: 3_600_000, Burst: 1}, 1, 720_000, "token bucket 5 r/h (burst 1)"},
-		{Limit{Kind: FixedWindow, Count: 100, Period: 3_600_000}, 100, 3_600_000, "fixed window 100 per 1h0m0s"},
+		{Limit{Kind: FixedWindow, Count: 100, Period: 3_600_000}, 100, 3_600_000, "fixed window 100 per 1h"},
 		{Limit{Kind: SlidingWindow, Count: 10, Period: 10_000}, 10, 10_000, "sliding counter 10 per 10s"},
-		{Limit{Kind: SlidingLog, Count: 1000, Period: 86_400_000}, 1000, 86_400_000, "sliding log 1000 per 24h0m0s"},
+		{Limit{Kind: SlidingLog, Count: 1000, Period: 86_400_000}, 1000, 86_400_000, "sliding log 1000 per 24h"},
 		{Limit{Kind: Concurrency, Count: 4, Period: 30_000}, 4, 30_000, "concurrency 4 (lease 30s)"},
 	} {
 		if err := c.l.Validate(); err != nil {
@@ -336,7 +336,7 @@ func TestValidate(t *testing.T) {
 		{Limit{Kind: TokenBucket, Count: 1, Period: 86_400_000, Burst: 13_031_247}, ""},
 		{Limit{Kind: TokenBucket, Count: 1, Period: 86_400_000, Burst: 13_031_248}, "token bucket 1 r/d (burst 13031248): burst times period exceeds 2^50 (exact arithmetic): the largest burst at this rate is 13031247"},
 		{Limit{Kind: LeakyBucket, Count: 1, Period: 86_400_000, Burst: 13_031_247}, "leaky bucket 1 r/d (burst 13031247): burst times period exceeds 2^50 (exact arithmetic): the largest burst at this rate is 13031246"},
-		{Limit{Kind: TokenBucket, Count: 1_000_000_000, Period: MaxPeriod, Burst: 1}, "token bucket 1000000000 r/8784h0m0s (burst 1): rate count times period exceeds 2^50 (exact arithmetic): at most 35604 per 8784h0m0s"},
+		{Limit{Kind: TokenBucket, Count: 1_000_000_000, Period: MaxPeriod, Burst: 1}, "token bucket 1000000000 r/8784h (burst 1): rate count times period exceeds 2^50 (exact arithmetic): at most 35604 per 8784h"},
 		{Limit{Kind: Concurrency, Count: 1_000_000_001, Period: 1000}, "count 1000000001: want 1..1000000000 for the concurrency"},
 		{Limit{Kind: LeakyBucket, Count: 1, Period: 1000, Burst: 5, Delay: 9}, ""}, // nginx: delay ≥ burst delays nothing
 	} {

@@ -3,6 +3,7 @@ package algo
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -175,7 +176,7 @@ func (l *Limit) IdleAfterCharge(d *Decision) int64 {
 }
 
 // String describes the limit for logs and test failures, e.g.
-// "leaky bucket 10 r/s (burst 20, nodelay)" or "fixed window 100 per 1h0m0s".
+// "leaky bucket 10 r/s (burst 20, nodelay)" or "fixed window 100 per 1h".
 func (l *Limit) String() string {
 	switch l.Kind {
 	case TokenBucket:
@@ -190,12 +191,12 @@ func (l *Limit) String() string {
 		}
 		return fmt.Sprintf("%v %s (burst %d%s)", l.Kind, rateString(l.Count, l.Period), l.Burst, mode)
 	case Concurrency:
-		return fmt.Sprintf("%v %d (lease %v)", l.Kind, l.Count, time.Duration(l.Period)*time.Millisecond)
+		return fmt.Sprintf("%v %d (lease %v)", l.Kind, l.Count, FormatDuration(time.Duration(l.Period)*time.Millisecond))
 	}
 	if l.Calendar != nil {
 		return fmt.Sprintf("%v %d per %v", l.Kind, l.Count, l.Calendar)
 	}
-	return fmt.Sprintf("%v %d per %v", l.Kind, l.Count, time.Duration(l.Period)*time.Millisecond)
+	return fmt.Sprintf("%v %d per %v", l.Kind, l.Count, FormatDuration(time.Duration(l.Period)*time.Millisecond))
 }
 
 // rateString writes count per period ms in nginx's units where one fits.
@@ -210,7 +211,7 @@ func rateString(count, period int64) string {
 	case 86_400_000:
 		return fmt.Sprintf("%d r/d", count)
 	}
-	return fmt.Sprintf("%d r/%v", count, time.Duration(period)*time.Millisecond)
+	return fmt.Sprintf("%d r/%v", count, FormatDuration(time.Duration(period)*time.Millisecond))
 }
 
 // Validate reports the first problem that makes l unusable: an unknown
@@ -252,7 +253,7 @@ func (l *Limit) Validate() error {
 	largest := MaxUnits/l.Period - (l.Quota() + 1 - l.Burst) // the largest burst at this period
 	switch {
 	case l.Count > MaxUnits/l.Period:
-		return fmt.Errorf("%v: rate count times period exceeds 2^50 (exact arithmetic): at most %d per %v", l, int64(MaxUnits/l.Period), time.Duration(l.Period)*time.Millisecond)
+		return fmt.Errorf("%v: rate count times period exceeds 2^50 (exact arithmetic): at most %d per %v", l, int64(MaxUnits/l.Period), FormatDuration(time.Duration(l.Period)*time.Millisecond))
 	case l.Burst > largest:
 		return fmt.Errorf("%v: burst times period exceeds 2^50 (exact arithmetic): the largest burst at this rate is %d", l, largest)
 	}
@@ -269,4 +270,18 @@ func MaxCountFor(k Kind) int64 {
 		return MaxLogCount
 	}
 	return MaxCount
+}
+
+// FormatDuration writes d as time.Duration.String does without its zero
+// units: "24h" for 24h0m0s, "1h30m", "1m", "500ms", as an operator writes
+// a window in the config file.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -28,6 +28,10 @@ type Config struct {
 	// AdminListen serves /metrics, /healthz, /readyz (default
 	// "127.0.0.1:9090"; "" disables it).
 	AdminListen string
+	// ListenSource and AdminListenSource say where Listen and AdminListen
+	// came from, for `rlproxy validate`: an Override's Source ("flag
+	// -listen", "environment RLPROXY_LISTEN"), "file FILE:LINE" or "default".
+	ListenSource, AdminListenSource string
 	// TLS, when non-nil, serves Listen over HTTPS with this certificate.
 	TLS *TLS
 

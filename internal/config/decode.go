@@ -20,6 +20,9 @@ import (
 type decoder struct {
 	file string
 	errs *Errors
+	// missingEnvOK, when set, receives the warnings of unset environment
+	// variables (LoadOptions.AllowMissingEnv); nil: they are errors.
+	missingEnvOK *[]Problem
 }
 
 // errorf records a problem at n's line (0 when n is nil).
@@ -400,16 +403,33 @@ func (d *decoder) secretEnv(n *yaml.Node, path string, minLen int) (string, bool
 	}
 	v, set := os.LookupEnv(name)
 	switch {
-	case !set:
-		d.errorf(n, path, "environment variable %s is not set", name)
-	case v == "":
-		d.errorf(n, path, "environment variable %s is empty", name)
+	case !set || v == "":
+		if d.missingEnv(n, path, name, v, set) {
+			return strings.Repeat("x", max(minLen, 1)), true
+		}
 	case len(v) < minLen:
 		d.errorf(n, path, "environment variable %s holds %d bytes; want at least %d", name, len(v), minLen)
 	default:
 		return v, true
 	}
 	return "", false
+}
+
+// missingEnv reports the environment variable name, which field path names,
+// as unset (or empty: set): an error, or with LoadOptions.AllowMissingEnv a
+// warning, and then true, for the caller to go on with a stand-in value.
+func (d *decoder) missingEnv(n *yaml.Node, path, name, v string, set bool) bool {
+	state := "is not set"
+	if set {
+		state = "is empty"
+	}
+	if d.missingEnvOK == nil {
+		d.errorf(n, path, "environment variable %s %s", name, state)
+		return false
+	}
+	*d.missingEnvOK = append(*d.missingEnvOK, Problem{File: d.file, Line: n.Line, Field: path,
+		Msg: fmt.Sprintf("environment variable %s %s (allowed: missing variables are warnings)", name, state)})
+	return true
 }
 
 // unwrapPathError drops the path from an *os.PathError (the message already

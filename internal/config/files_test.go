@@ -22,7 +22,6 @@ import (
 // are loaded through the config that names them).
 func TestConfigsDir(t *testing.T) {
 	t.Setenv("VALKEY_PASSWORD", "test-password")
-	t.Setenv("RLPROXY_KEY_SECRET", "test-key-hash-secret")
 	t.Setenv("RLPROXY_KEY_HASH_SECRET", "test-key-hash-secret")
 	files, err := filepath.Glob("../../configs/*.yaml")
 	if err != nil {

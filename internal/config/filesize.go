@@ -21,6 +21,12 @@ type LoadOptions struct {
 	MaxFileBytes int64
 	// Overrides replace file values with ones set outside the file.
 	Overrides Overrides
+	// AllowMissingEnv makes an unset or empty environment variable that a
+	// *_env field names a warning instead of an error, with a stand-in
+	// value, so a file can be checked away from its secrets (`rlproxy
+	// validate -allow-missing-env`, like `nginx -t` in CI). A Config loaded
+	// so must never serve.
+	AllowMissingEnv bool
 }
 
 func (o LoadOptions) maxBytes() int64 {

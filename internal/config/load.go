@@ -82,18 +82,23 @@ type Overrides struct {
 // newLoader starts loading the file at path: a Config holding what no
 // field table gives (the maps to fill, the built-in key-hash secret).
 func newLoader(path string, opts LoadOptions) *loader {
+	c := &Config{
+		Path:      path,
+		Store:     Store{HashSecret: []byte(builtinHashSecret)},
+		Upstreams: map[string]*Upstream{},
+		Policies:  map[string]*Policy{},
+		Plans:     map[string]*Plans{},
+	}
+	d := &decoder{file: path, errs: &Errors{}}
+	if opts.AllowMissingEnv {
+		d.missingEnvOK = &c.Warnings
+	}
 	return &loader{
-		decoder: &decoder{file: path, errs: &Errors{}},
-		c: &Config{
-			Path:      path,
-			Store:     Store{HashSecret: []byte(builtinHashSecret)},
-			Upstreams: map[string]*Upstream{},
-			Policies:  map[string]*Policy{},
-			Plans:     map[string]*Plans{},
-		},
-		opts:   opts,
-		dir:    filepath.Dir(path),
-		digest: sha256.New(),
+		decoder: d,
+		c:       c,
+		opts:    opts,
+		dir:     filepath.Dir(path),
+		digest:  sha256.New(),
 	}
 }
 
@@ -134,7 +139,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 		if errors.Is(err, io.EOF) {
 			return nil, true
 		}
-		d.syntax(err)
+		d.syntax(err, data)
 		return nil, false
 	}
 	switch err := dec.Decode(&extra); {
@@ -142,7 +147,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 		d.errorf(&extra, "", "a second YAML document (---) is not allowed: put everything in one")
 		return nil, false
 	case !errors.Is(err, io.EOF):
-		d.syntax(err)
+		d.syntax(err, data)
 		return nil, false
 	}
 	if len(doc.Content) == 0 {
@@ -151,9 +156,9 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 	return doc.Content[0], true
 }
 
-// syntax records a YAML syntax error, taking the line out of yaml.v3's
-// "yaml: line N: message" form.
-func (d *decoder) syntax(err error) {
+// syntax records a YAML syntax error in data, taking the line out of
+// yaml.v3's "yaml: line N: message" form.
+func (d *decoder) syntax(err error, data []byte) {
 	// yaml.v3 v3.0.1 reports parser errors (unlike scanner errors) with a
 	// 0-based line ((*parser).fail in decode.go); these are its parser
 	// messages (parserc.go), whose line is one too small.
@@ -162,7 +167,8 @@ func (d *decoder) syntax(err error) {
 		"did not find expected node content", "did not find expected <document start>",
 		"found undefined tag handle", "found duplicate %YAML directive",
 		"found incompatible YAML document", "found duplicate %TAG directive"}
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	full := err.Error()
+	msg := strings.TrimPrefix(full, "yaml: ")
 	line := 0
 	if rest, found := strings.CutPrefix(msg, "line "); found {
 		if num, m, found := strings.Cut(rest, ": "); found {
@@ -171,10 +177,46 @@ func (d *decoder) syntax(err error) {
 				if slices.Contains(parserMsgs, m) {
 					line++
 				}
+				line = offendingLine(data, line, full)
 			}
 		}
 	}
 	d.errs.Problems = append(d.errs.Problems, Problem{File: d.file, Line: line, Msg: "YAML syntax: " + msg})
+}
+
+// Bounds of offendingLine's search: lines tried, and the largest file
+// searched (each try parses the file up to that line).
+const (
+	syntaxSearchLines = 500
+	syntaxSearchBytes = 256 << 10
+)
+
+// offendingLine finds the line a syntax error of yaml.v3 is about. yaml.v3
+// often reports the line where the enclosing construct starts (its context:
+// "api:" for a mis-indented "burst:" five lines below), so the first line,
+// from that one on, at which the file cut after it fails with the same
+// error is the one to fix. A file over syntaxSearchBytes, or no such line
+// within syntaxSearchLines, keeps the context's line.
+func offendingLine(data []byte, context int, msg string) int {
+	if len(data) > syntaxSearchBytes {
+		return context
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	end := 0
+	for i := range lines {
+		end += len(lines[i])
+		if i+1 < context {
+			continue
+		}
+		if i+1 >= context+syntaxSearchLines {
+			break
+		}
+		var n yaml.Node
+		if err := yaml.Unmarshal(data[:end], &n); err != nil && err.Error() == msg {
+			return i + 1
+		}
+	}
+	return context
 }
 
 // samePort reports whether two listen addresses would collide: same port

@@ -254,7 +254,9 @@ func TestSpecExample(t *testing.T) {
 	want := &Config{
 		Listen:      "127.0.0.1:8080",
 		AdminListen: "127.0.0.1:9090",
-		Log:         Log{Level: slog.LevelInfo, Format: "text", RefusalsPerSecond: 10, Access: AccessLog{Format: "json", Buffer: 4096}},
+		// Where the listeners came from, for validate.
+		ListenSource: "file testdata/spec_example.yaml:1", AdminListenSource: "file testdata/spec_example.yaml:2",
+		Log: Log{Level: slog.LevelInfo, Format: "text", RefusalsPerSecond: 10, Access: AccessLog{Format: "json", Buffer: 4096}},
 		Server: Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, BodyTimeout: 60 * time.Second, MaxHeaderBytes: 1048576,
 			ShutdownTimeout: 30 * time.Second, MaxWaiting: 10000, MaxWait: 30 * time.Second,
 			WriteTimeout: DefaultWriteTimeout, ShutdownDelay: DefaultShutdownDelay},
@@ -309,8 +311,9 @@ func TestExtensions(t *testing.T) {
 	}
 	jwtKey := KeySpec{Sources: []Source{{Kind: SourceJWT, Name: "sub"}, {Kind: SourceIP}}, IPv4Prefix: 24, IPv6Prefix: 64}
 	want := &Config{
-		Listen: ":8443",
-		Log:    Log{Level: slog.LevelDebug, Format: "json", RefusalsPerSecond: 3, Access: AccessLog{Format: "json", Buffer: 4096}},
+		Listen:       ":8443",
+		ListenSource: "file testdata/extensions.yaml:2", AdminListenSource: "file testdata/extensions.yaml:3",
+		Log: Log{Level: slog.LevelDebug, Format: "json", RefusalsPerSecond: 3, Access: AccessLog{Format: "json", Buffer: 4096}},
 		Server: Server{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second, BodyTimeout: 15 * time.Second, MaxHeaderBytes: 65536,
 			ShutdownTimeout: 15 * time.Second, MaxWaiting: 100, MaxWait: 2 * time.Second,
 			WriteTimeout: DefaultWriteTimeout, ShutdownDelay: DefaultShutdownDelay},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -72,6 +73,10 @@ func (l *loader) upstreamURL(n *yaml.Node, field string) (*url.URL, bool) {
 	}
 	v, err := url.Parse(s)
 	switch {
+	case !strings.Contains(s, "://"):
+		// Also before url.Parse's own errors: "127.0.0.1:3000" would read
+		// "first path segment in URL cannot contain colon".
+		l.errorf(n, field, "%q: want an http:// or https:// URL (no scheme: did you mean \"http://%s\"?)", s, strings.TrimPrefix(s, "//"))
 	case err != nil:
 		l.errorf(n, field, "%q: %v", s, errors.Unwrap(err))
 	case v.Scheme != "http" && v.Scheme != "https":

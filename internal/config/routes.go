@@ -241,7 +241,15 @@ func (l *loader) matchSection(m *Match) *section {
 	}}
 }
 
-// methods decodes a match's methods: tokens, none twice.
+// knownMethods are the methods of RFC 9110 §9 and PATCH (RFC 5789). Another
+// token is a valid method (WebDAV's PROPFIND) but more often a typo, so it
+// is matched with a warning.
+func knownMethods() []string {
+	return []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+}
+
+// methods decodes a match's methods: tokens, none twice; one outside
+// knownMethods is a warning.
 func (l *loader) methods(n *yaml.Node, path string, m *Match) {
 	items, methods, ok := l.strings(n, path, true)
 	for i, s := range methods {
@@ -253,6 +261,8 @@ func (l *loader) methods(n *yaml.Node, path string, m *Match) {
 		case slices.Contains(m.Methods, s):
 			l.errorf(items[i], index(path, i), "%q: listed twice", methods[i])
 			ok = false
+		case !slices.Contains(knownMethods(), s):
+			l.warnf(items[i], index(path, i), "%q is not a method of RFC 9110 or RFC 5789 (PATCH): matched as written%s", methods[i], didYouMean(s, knownMethods()))
 		}
 		m.Methods = append(m.Methods, s)
 	}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+
 	"gopkg.in/yaml.v3"
 )
 
@@ -57,6 +59,8 @@ func (l *loader) topCheck(o object) {
 	c := l.c
 	l.override(l.opts.Overrides.Listen, "listen", &c.Listen)
 	l.override(l.opts.Overrides.AdminListen, "admin_listen", &c.AdminListen)
+	c.ListenSource = l.source(l.opts.Overrides.Listen, o, "listen")
+	c.AdminListenSource = l.source(l.opts.Overrides.AdminListen, o, "admin_listen")
 	if c.Listen != "" && c.AdminListen != "" && samePort(c.Listen, c.AdminListen) {
 		d, at := l.decoder, o.keys["admin_listen"]
 		if ov := l.opts.Overrides.AdminListen; ov != nil {
@@ -71,6 +75,18 @@ func (l *loader) topCheck(o object) {
 	l.integrations(o)
 	l.warnCredentials(o)
 	l.warnTLSKeys(o)
+}
+
+// source says where a listener's value came from: ov, the file's field, or
+// the default.
+func (l *loader) source(ov *Override, o object, field string) string {
+	switch {
+	case ov != nil:
+		return ov.Source
+	case o.has(field):
+		return fmt.Sprintf("file %s:%d", l.file, keyLine(o, field))
+	}
+	return "default"
 }
 
 // override replaces *dst with ov's value, checked as the file's would be;

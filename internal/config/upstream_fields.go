@@ -124,7 +124,9 @@ func (l *loader) headerRules(parent object, name string) HeaderRules {
 		case env == "":
 			l.errorf(e.val, path, "want the name of an environment variable")
 		case !set:
-			l.errorf(e.val, path, "environment variable %s is not set", env)
+			if l.missingEnv(e.val, path, env, v, set) {
+				add(e, path, "x", true)
+			}
 		case !validHeaderValue(v):
 			l.errorf(e.val, path, "environment variable %s holds CR, LF or NUL", env)
 		default:

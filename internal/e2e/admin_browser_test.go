@@ -227,7 +227,7 @@ func adminCheckLimits(t *testing.T, ctx context.Context) {
 	t.Helper()
 	wantLimits := map[string][]string{
 		"login": {"token bucket 20 r/s (burst 20)"},
-		"api":   {"token bucket 50 r/s (burst 100)", "sliding log 1000 per 1h0m0s"},
+		"api":   {"token bucket 50 r/s (burst 100)", "sliding log 1000 per 1h"},
 		"web":   {"leaky bucket 100 r/s (burst 200)"},
 	}
 	for route, want := range wantLimits {

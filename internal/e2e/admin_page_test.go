@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -147,10 +148,16 @@ func TestAdminPageEscapes(t *testing.T) {
 }
 
 // TestAdminPageShowsReloadError: a refused reload is on the page with its
-// FILE:LINE: field: message, and the running configuration is still listed.
+// FILE:LINE: field: message, and the running configuration is still listed;
+// once the file is restored to the running configuration, the page reads
+// ok again (no stale refusal).
 func TestAdminPageShowsReloadError(t *testing.T) {
 	up := rlproxytest.NewUpstream(t)
 	in := rlproxytest.Start(t, storeYAML(t, "memory")+strings.Replace(adminPageCfg, "%q", `"`+up.URL+`"`, 1))
+	orig, err := os.ReadFile(in.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, body := adminGet(t, in, "/", "", "")
 	if !strings.Contains(body, `<span class="good">ok</span>`) {
 		t.Fatalf("a fresh start does not read ok:\n%s", body)
@@ -165,6 +172,11 @@ func TestAdminPageShowsReloadError(t *testing.T) {
 	}
 	if !strings.Contains(body, `<td class="limits">token bucket 1 r/m (burst 2)</td>`) {
 		t.Errorf("the running configuration's limits are gone from the page:\n%s", body)
+	}
+	in.Rewrite(t, string(orig))
+	in.App.Reload("test")
+	if _, body = adminGet(t, in, "/", "", ""); !strings.Contains(body, `<span class="good">ok</span>`) || strings.Contains(body, `<strong class="bad">refused</strong>`) {
+		t.Errorf("page after the file was restored: want ok, no refusal:\n%s", body)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,14 +72,16 @@ routes:
 
 // TestEchoUpstream: the built-in echo upstream answers with the request as
 // an upstream would receive it — X-Forwarded-For already rewritten (an
-// untrusted client's own header dropped).
+// untrusted client's own header dropped), Host, X-Forwarded-Host and
+// -Proto, and the X-Request-Id the access log's id travels in.
 func TestEchoUpstream(t *testing.T) {
 	in := rlproxytest.Start(t, `
+log: { access: { path: access.log } }
 upstreams: { demo: { builtin: echo } }
 routes:
   - { name: all, upstream: demo }
 `)
-	resp, body := rlproxytest.Get(t, nil, in.URL+"/hello?x=1", "X-Forwarded-For", "1.2.3.4")
+	resp, body := rlproxytest.Get(t, nil, in.URL+"/hello?x=1", "X-Forwarded-For", "1.2.3.4", "X-Request-Id", "req-42")
 	var got struct {
 		Echo    bool              `json:"echo"`
 		Path    string            `json:"path"`
@@ -90,5 +93,11 @@ routes:
 	}
 	if !got.Echo || got.Path != "/hello" || got.Query != "x=1" || got.Headers["X-Forwarded-For"] != "127.0.0.1" {
 		t.Fatalf("echo = %+v, want path /hello, query x=1, X-Forwarded-For 127.0.0.1", got)
+	}
+	host := strings.TrimPrefix(in.URL, "http://")
+	for name, want := range map[string]string{"Host": host, "X-Forwarded-Host": host, "X-Forwarded-Proto": "http", "X-Request-Id": "req-42", "X-Real-Ip": "127.0.0.1"} {
+		if got.Headers[name] != want {
+			t.Errorf("echo header %s = %q, want %q", name, got.Headers[name], want)
+		}
 	}
 }

@@ -38,6 +38,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"rlproxy/internal/algo"
+	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
@@ -63,6 +64,8 @@ type Service struct {
 	grpc    *grpc.Server
 	health  *health.Server
 	calls   sync.Pool // *call
+	// clients shows client ids in the refusal log as the admin page does.
+	clients *clientkey.Display
 }
 
 // runtime is one configuration's compiled mappings.
@@ -93,7 +96,7 @@ type call struct {
 // New returns a Service counting into m (nil: no metrics) and logging
 // refusals to log (sampled at log.refusals_per_second).
 func New(m *metrics.Metrics, log *slog.Logger) *Service {
-	s := &Service{metrics: m, log: log, grpc: grpc.NewServer(), health: health.NewServer()}
+	s := &Service{metrics: m, log: log, grpc: grpc.NewServer(), health: health.NewServer(), clients: clientkey.NewDisplay()}
 	s.calls.New = func() any { return new(call) }
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -101,6 +104,11 @@ func New(m *metrics.Metrics, log *slog.Logger) *Service {
 	s.health.SetServingStatus(serviceName, healthpb.HealthCheckResponse_SERVING)
 	return s
 }
+
+// SetClientDisplay makes the refusal log show client ids with d, the
+// proxy's and the admin page's (one hash per client in all three); call it
+// before serving.
+func (s *Service) SetClientDisplay(d *clientkey.Display) { s.clients = d }
 
 // Swap makes cfg, decided by lim, the configuration of calls from now on.
 func (s *Service) Swap(cfg *config.Config, lim *policy.Limiter) {
@@ -352,7 +360,7 @@ func (s *Service) logRefusal(rt *runtime, c *call) {
 	s.log.Info("request refused",
 		"route", c.routes[res.Binding],
 		"policy", it.Policy.Name,
-		"key", res.KeyFor(res.Binding),
+		"key", res.DisplayKeyFor(res.Binding, func(id string) string { return s.clients.Show(id, rt.cfg.Admin.ShowClientIPs) }),
 		"decision", it.Status.String(),
 		"retry_after_ms", res.RetryAfter,
 		"interface", "envoy_rls",

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -89,9 +90,13 @@ func (m *Metrics) Route(route string) *RouteTraffic {
 	return rt
 }
 
-// Observe counts one answer with status code that took d.
+// Observe counts one answer with status code that took d. An upgraded
+// session (101: WebSocket) is counted but kept out of the duration
+// histogram: a session of hours is no request latency.
 func (rt *RouteTraffic) Observe(code int, d time.Duration) {
-	rt.duration.Observe(d.Seconds())
+	if code != http.StatusSwitchingProtocols {
+		rt.duration.Observe(d.Seconds())
+	}
 	if code < 100 || code > 999 {
 		code = 999 // net/http refuses to write these: never reached
 	}

@@ -174,12 +174,18 @@ func (res *Result) KeyFor(i int) string {
 // RedactedKeyFor is KeyFor(i) with its client id shortened by
 // clientkey.Redact, for logs: a hashed credential is not printed whole.
 func (res *Result) RedactedKeyFor(i int) string {
+	return res.DisplayKeyFor(i, clientkey.Redact)
+}
+
+// DisplayKeyFor is KeyFor(i) with its client id as show shows it
+// (clientkey.Display: an address hashed as on the admin page).
+func (res *Result) DisplayKeyFor(i int, show func(id string) string) string {
 	k := res.KeyFor(i)
 	open, end := strings.IndexByte(k, '{'), strings.IndexByte(k, '}')
 	if open < 0 || end < open {
 		return k
 	}
-	return k[:open+1] + clientkey.Redact(k[open+1:end]) + k[end:]
+	return k[:open+1] + show(k[open+1:end]) + k[end:]
 }
 
 // pickBinding chooses the policy the legacy headers and the problem body

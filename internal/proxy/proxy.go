@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rlproxy/internal/accesslog"
+	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/live"
 	"rlproxy/internal/logging"
@@ -54,7 +55,9 @@ type Server struct {
 	access  atomic.Pointer[accesslog.Logger]
 
 	// live is the admin page's live view; nil records nothing.
-	live    *live.Recorder
+	live *live.Recorder
+	// clients shows client ids in the refusal log as the admin page does.
+	clients *clientkey.Display
 	writers sync.Pool // *finalWriter
 	// badRequests counts Refuse's answers by reason; nil entries without metrics.
 	badRequests [reqview.NumReasons]prometheus.Counter
@@ -62,7 +65,7 @@ type Server struct {
 
 // New returns a Server serving rt.
 func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
-	s := &Server{metrics: m, log: log}
+	s := &Server{metrics: m, log: log, clients: clientkey.NewDisplay()}
 	s.results.New = func() any { return new(policy.Result) }
 	s.records.New = func() any { return new(record) }
 	s.writers.New = func() any { return new(finalWriter) }
@@ -74,6 +77,10 @@ func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 	s.Swap(rt)
 	return s
 }
+
+// ClientDisplay is how the refusal log shows client ids; the admin page
+// shows them the same way (one hash per client in both).
+func (s *Server) ClientDisplay() *clientkey.Display { return s.clients }
 
 // Swap makes rt the configuration for requests that start from now on and
 // returns the previous one (whose idle upstream connections the caller may
@@ -113,12 +120,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		now := time.Now()
 		rc.finish(rt, now)
+		if r.Context().Err() != nil {
+			s.clientLeft(rc, r, now)
+		}
 		if al != nil {
 			s.logAccess(al, rc, r, rt, now)
 		}
 		s.records.Put(rc)
 	}()
 	s.serve(rc, r, rt)
+}
+
+// clientLeft logs, at debug level, a request whose client closed the
+// connection (or reset the HTTP/2 stream) before its answer was complete:
+// one line, named as such, whatever the transport made of the cut.
+func (s *Server) clientLeft(rc *record, r *http.Request, now time.Time) {
+	if !s.log.Enabled(r.Context(), slog.LevelDebug) {
+		return
+	}
+	s.log.Debug("client left before the response was complete",
+		slog.String("route", rc.route), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+		slog.Int("status", rc.status), slog.Int64("bytes", rc.bytes),
+		slog.Int64("duration_ms", now.Sub(rc.start).Milliseconds()))
 }
 
 // serve answers r, noting in rc what it decided.
@@ -296,7 +319,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, rt *Runtime, rou
 		return false
 	case policy.Refuse:
 		setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
-		s.logRefusal(route, res)
+		s.logRefusal(rt, route, res)
 		writeProblem(w, r, problemRateLimited, rt, res)
 		return false
 	}
@@ -424,10 +447,11 @@ func (s *Server) renewLeases(l *policy.Limiter, res *policy.Result) (stop func()
 	return func() { cancel(); <-done }
 }
 
-func (s *Server) logRefusal(route *policy.Route, res *policy.Result) {
+func (s *Server) logRefusal(rt *Runtime, route *policy.Route, res *policy.Result) {
 	if s.log == nil || res.Binding < 0 {
 		return
 	}
+	showIPs := rt.Config.Admin.ShowClientIPs
 	ok, suppressed := s.refusal.Load().Allow(time.Now())
 	if !ok {
 		return
@@ -436,7 +460,7 @@ func (s *Server) logRefusal(route *policy.Route, res *policy.Result) {
 	s.log.Info("request refused",
 		"route", route.Name,
 		"policy", it.Policy.Name,
-		"key", res.RedactedKeyFor(res.Binding),
+		"key", res.DisplayKeyFor(res.Binding, func(id string) string { return s.clients.Show(id, showIPs) }),
 		"decision", it.Status.String(),
 		"retry_after_ms", res.RetryAfter,
 		"suppressed", suppressed)

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"time"
 
@@ -83,6 +85,26 @@ func (rc *record) final(code int) {
 
 // Unwrap is for http.ResponseController.
 func (rc *record) Unwrap() http.ResponseWriter { return rc.ResponseWriter }
+
+// Hijack hands the connection over for a protocol switch. ReverseProxy
+// hijacks only once the upstream answered 101 and writes that 101 on the
+// connection itself, never through WriteHeader, so the hijack is where the
+// status becomes known: an upgraded session (WebSocket) is recorded as 101,
+// not as a client that left (499).
+func (rc *record) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := hijackSwitching(rc.ResponseWriter, &rc.status)
+	return c, brw, err
+}
+
+// hijackSwitching hijacks w's connection for a protocol switch and, on
+// success, notes 101 in *status unless a status was already written.
+func hijackSwitching(w http.ResponseWriter, status *int) (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w).Hijack()
+	if err == nil && *status == 0 {
+		*status = http.StatusSwitchingProtocols
+	}
+	return c, brw, err
+}
 
 // finish counts the answer in its route's series (route "-" when none
 // matched). A request that got no answer at all (the client left first)

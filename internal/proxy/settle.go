@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -89,3 +91,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack is record.Hijack's for the settlement: an upgraded session
+// settles as 101.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return hijackSwitching(w.ResponseWriter, &w.status)
+}

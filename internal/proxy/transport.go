@@ -326,7 +326,7 @@ func (pc *directConn) roundTrip(req *http.Request, reused bool) (resp *http.Resp
 		pc.done(stop, keep)
 		return resp, false, nil
 	}
-	resp.Body = &directBody{rc: resp.Body, pc: pc, stop: stop, keep: keep}
+	resp.Body = &directBody{rc: resp.Body, pc: pc, stop: stop, keep: keep, ctx: ctx}
 	return resp, false, nil
 }
 
@@ -345,6 +345,9 @@ func (pc *directConn) done(stop func() bool, keep bool) {
 // waits (a read_timeout expiry): it closes the connection, which ends the
 // Read.
 type directBody struct {
+	// ctx is the request's: once it is done, roundTrip's AfterFunc has cut
+	// the connection on purpose.
+	ctx  context.Context
 	rc   io.ReadCloser
 	pc   *directConn
 	stop func() bool
@@ -355,8 +358,14 @@ type directBody struct {
 // Read implements io.Reader; at the body's end the connection is released.
 func (b *directBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	if err == io.EOF {
+	switch {
+	case err == io.EOF:
 		b.release(b.keep)
+	case err != nil && b.ctx.Err() != nil:
+		// The client left and the deadline in the past that cut the
+		// connection reads as "i/o timeout": say what happened, as
+		// http.Transport does (ReverseProxy does not log it).
+		err = context.Canceled
 	}
 	return n, err
 }

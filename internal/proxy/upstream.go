@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"rlproxy/internal/accesslog"
 	"rlproxy/internal/config"
+	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/realip"
@@ -66,7 +68,10 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		allowed[r.Name] = r.Upgrades
 	}
 	// One reverse proxy per route (sharing its upstream's pool), so
-	// upstream errors are counted per route.
+	// upstream errors are counted per route; their library lines go to
+	// the structured log, capped together.
+	errLog := logging.LibraryLog(log, slog.LevelWarn, "net/http/httputil")
+	fails := &failureLog{log: log, sampler: logging.NewRefusalSampler(log, logging.LibraryLinesPerSecond)}
 	for _, route := range limiter.Routes() {
 		u := cfg.Upstreams[route.Upstream]
 		if u == nil { // a route of a decision service only (listen: ""): nothing to forward to
@@ -94,9 +99,9 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 			}
 		}
 		up.pool = pools[route.Upstream]
-		reads := newReadTimeouts(u.ReadTimeout, cfg.Server.StreamIdleTimeout, readTimeoutExpired(u.Name, errs.upstream, log))
-		up.plain = newReverseProxy(u, up.pool, ri, errs, reads, log, false)
-		up.limited = newReverseProxy(u, up.pool, ri, errs, reads, log, true)
+		reads := newReadTimeouts(u.ReadTimeout, cfg.Server.StreamIdleTimeout, readTimeoutExpired(u.Name, errs.upstream, fails))
+		up.plain = newReverseProxy(u, up.pool, ri, errs, reads, fails, errLog, false)
+		up.limited = newReverseProxy(u, up.pool, ri, errs, reads, fails, errLog, true)
 		if cfg.TLS != nil && cfg.TLS.ClientHeaders {
 			withClientCertHeaders(up.plain.(*httputil.ReverseProxy))
 			withClientCertHeaders(up.limited.(*httputil.ReverseProxy))
@@ -218,17 +223,15 @@ func inc(c prometheus.Counter) {
 }
 
 // readTimeoutExpired counts (in c, route's rlproxy_upstream_errors_total)
-// and logs one response of upstream u cut by its read bound.
-func readTimeoutExpired(u string, c prometheus.Counter, log *slog.Logger) func() {
+// and logs (capped, fails) one response of upstream u cut by its read bound.
+func readTimeoutExpired(u string, c prometheus.Counter, fails *failureLog) func() {
 	return func() {
 		inc(c)
-		if log != nil {
-			log.Warn("upstream read timeout: response cut", "upstream", u)
-		}
+		fails.warn("upstream read timeout: response cut", "upstream", u)
 	}
 }
 
-func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, reads *readTimeouts, log *slog.Logger, limited bool) *httputil.ReverseProxy {
+func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, reads *readTimeouts, fails *failureLog, errLog *stdlog.Logger, limited bool) *httputil.ReverseProxy {
 	rw := newRewriter(u, ri)
 	respEdit := newHeaderEdit(u.ResponseHeaders)
 	return &httputil.ReverseProxy{
@@ -240,8 +243,12 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 		// every response after every write and arm a timer per request.)
 		FlushInterval: 0,
 		Rewrite:       rw.rewrite,
+		// What ReverseProxy logs itself (an upstream body cut short) goes to
+		// the structured log; a client that left is not its to log (the
+		// transports answer context.Canceled, which it does not log).
+		ErrorLog: errLog,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			answerError(w, r, err, u.Name, errs, log)
+			answerError(w, r, err, u.Name, errs, fails)
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			// An upstream may answer a body cut short by
@@ -318,6 +325,27 @@ func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
 	rw.reqEdit.apply(h)
 }
 
+// failureLog writes the WARN line of a failed upstream exchange, at most
+// logging.LibraryLinesPerSecond a second for a whole configuration (a dead
+// upstream under load must not flood the log), the rest counted and
+// reported as suppressed=N on the next line.
+type failureLog struct {
+	log     *slog.Logger
+	sampler *logging.RefusalSampler
+}
+
+// warn logs msg with args (slog key-value pairs) if the cap allows.
+func (f *failureLog) warn(msg string, args ...any) {
+	if f == nil || f.log == nil {
+		return
+	}
+	ok, suppressed := f.sampler.Allow(time.Now())
+	if !ok {
+		return
+	}
+	f.log.Warn(msg, append(args, logging.SuppressedKey, suppressed)...)
+}
+
 // answerError is ReverseProxy's ErrorHandler for upstream u: the client's
 // fault (a body over max_body_size, a stalled or malformed one: 413, 408,
 // 400; a request the transport refused to send: 400), the client gone (no
@@ -326,7 +354,7 @@ func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
 // upstream timeout (504, as nginx) or another upstream failure (502).
 // Whose fault it was is the pool's verdict (upstream.ClientError, which
 // also kept it from the server's max_fails).
-func answerError(w http.ResponseWriter, r *http.Request, err error, u string, errs errCounters, log *slog.Logger) {
+func answerError(w http.ResponseWriter, r *http.Request, err error, u string, errs errCounters, fails *failureLog) {
 	var ce *upstreampkg.ClientError
 	client := errors.As(err, &ce)
 	switch {
@@ -352,15 +380,11 @@ func answerError(w http.ResponseWriter, r *http.Request, err error, u string, er
 	case isTimeout(err): // counted as an upstream error too, as documented (502 and 504)
 		inc(errs.upstream)
 		inc(errs.timeout)
-		if log != nil {
-			log.Warn("upstream timeout", "upstream", u, "path", r.URL.Path, "err", err)
-		}
+		fails.warn("upstream timeout", "upstream", u, "path", r.URL.Path, "err", err)
 		writeProblem(w, r, problemGatewayTimeout, nil, nil)
 	default:
 		inc(errs.upstream)
-		if log != nil {
-			log.Warn("upstream error", "upstream", u, "path", r.URL.Path, "err", err)
-		}
+		fails.warn("upstream error", "upstream", u, "path", r.URL.Path, "err", err)
 		writeProblem(w, r, problemBadGateway, nil, nil)
 	}
 }

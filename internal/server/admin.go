@@ -25,6 +25,17 @@ func (a *App) setReloadStatus(now time.Time, err error) {
 	a.mu.Unlock()
 }
 
+// clearRefusal notes, at now, that the file is again the running
+// configuration after a refused reload (restored by hand): the admin page
+// must not keep showing the refusal as the last word.
+func (a *App) clearRefusal(now time.Time) {
+	a.mu.Lock()
+	if a.reloadStatus.err != "" {
+		a.reloadStatus = reloadStatus{at: now}
+	}
+	a.mu.Unlock()
+}
+
 // pageSource is what the admin page reads from a.
 func (a *App) pageSource() admin.PageSource {
 	return admin.PageSource{
@@ -32,6 +43,7 @@ func (a *App) pageSource() admin.PageSource {
 		Started: a.started,
 		Runtime: func() *proxy.Runtime { return a.srv.Runtime() },
 		Live:    a.live,
+		Clients: a.srv.ClientDisplay(),
 		Status: func() admin.Status {
 			a.mu.Lock()
 			rs := a.reloadStatus

@@ -11,6 +11,7 @@ import (
 
 	"rlproxy/internal/config"
 	"rlproxy/internal/forwardauth"
+	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
 )
 
@@ -58,7 +59,7 @@ func (a *App) startDecisionListeners(cfg *config.Config) error {
 			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 			IdleTimeout:       cfg.Server.IdleTimeout,
 			MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
-			ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+			ErrorLog:          logging.LibraryLog(a.log, slog.LevelDebug, "net/http"),
 			// "OPTIONS *" gets the forward-auth handler's answer, not net/http's.
 			DisableGeneralOptionsHandler: true,
 		}

@@ -145,6 +145,7 @@ func New(path string, opts Options) (*App, error) {
 	a.srv = proxy.New(rt, a.metrics, a.log)
 	if cfg.EnvoyRLS.Listen != "" {
 		a.rls = envoyrls.New(a.metrics, a.log)
+		a.rls.SetClientDisplay(a.srv.ClientDisplay())
 		a.rls.Swap(cfg, rt.Limiter)
 	}
 	a.srv.Record(a.live)
@@ -214,7 +215,7 @@ func (a *App) Start() error {
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+		ErrorLog:          logging.LibraryLog(a.log, slog.LevelDebug, "net/http"),
 		Protocols:         publicProtocols(cfg),
 		// "OPTIONS *" reaches the proxy, which refuses it (400, as nginx):
 		// net/http would answer it itself, outside routes and metrics.
@@ -395,9 +396,10 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 		if open {
 			a.log.Warn("store node unreachable: circuit breaker open, its keys follow each policy's fail mode", "node", node)
 		} else {
-			a.log.Info("store node reachable again: circuit breaker closed", "node", node)
+			a.log.Warn("store node reachable again: circuit breaker closed", "node", node)
 		}
 	}, func(node string) { a.metrics.SetStoreNodeUp(node, true) })
+	health := newStoreHealthLog(a.log)
 	vs, err := valkey.New(context.Background(), valkey.Options{
 		Addrs: v.Addrs, Username: v.Username, Password: v.Password, TLS: tc,
 		Timeout: v.Timeout, KeyPrefix: v.KeyPrefix, SentinelMaster: v.SentinelMaster,
@@ -408,6 +410,7 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 			if err != nil {
 				a.metrics.StoreError()
 			}
+			health.record(node, err)
 		},
 		// The breakers follow the slot owners: a node that left takes its
 		// circuit and its rlproxy_store_node_up series with it.
@@ -466,6 +469,7 @@ func (a *App) Reload(reason string) {
 			return
 		}
 		a.log.Info("config unchanged; not reloading", "reason", reason)
+		a.clearRefusal(now)
 		return
 	}
 	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen || (cfg.TLS == nil) != (old.TLS == nil) || cfg.Log.Format != old.Log.Format ||

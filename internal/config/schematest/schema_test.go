@@ -71,12 +71,12 @@ func validate(s *jsonschema.Schema, path string) error {
 }
 
 // exampleConfigs lists the rlproxy config files shipped as examples: every
-// one in configs/ (keys files aside), deploy/rlproxy.yaml, bench's, and any
+// one in configs/ (keys files aside), deploy/compose/rlproxy.yaml, bench's, and any
 // other file under configs/, deploy/ and bench/configs that names the
 // schema in its first line.
 func exampleConfigs(t *testing.T) (all, mustMark []string) {
 	t.Helper()
-	for _, pattern := range []string{"configs/*.yaml", "deploy/rlproxy.yaml", "bench/configs/rlproxy-*.yaml"} {
+	for _, pattern := range []string{"configs/*.yaml", "deploy/compose/rlproxy.yaml", "bench/configs/rlproxy-*.yaml"} {
 		files, err := filepath.Glob(filepath.Join(root, pattern))
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,59 @@
+package deploy_test
+
+// The container image built without a container engine: scripts/image.sh
+// assembles an OCI image layout with umoci, and skopeo (what pushes it to a
+// registry) reads it.
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestOCIImage builds the image layout, inspects it with skopeo, unpacks
+// it and runs its entrypoint with `version`: the static binary, stamped
+// with the chart's appVersion, runs on an empty file system.
+func TestOCIImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and an image")
+	}
+	umoci := needTool(t, "umoci", "apt-get install umoci")
+	skopeo := needTool(t, "skopeo", "apt-get install skopeo")
+	dir := filepath.Join(t.TempDir(), "oci")
+	out, err := exec.Command("../scripts/image.sh", dir, "0.3.0").CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/image.sh: %v\n%s", err, out)
+	}
+	ref := "oci:" + dir + ":0.3.0"
+	js, err := exec.Command(skopeo, "inspect", "--config", ref).Output()
+	if err != nil {
+		t.Fatalf("skopeo inspect --config %s: %v", ref, err)
+	}
+	var img struct {
+		OS     string `json:"os"`
+		Config struct {
+			User       string
+			Entrypoint []string
+			Cmd        []string
+		} `json:"config"`
+	}
+	if err := json.Unmarshal(js, &img); err != nil {
+		t.Fatal(err)
+	}
+	c := img.Config
+	if img.OS != "linux" || c.User != "65532:65532" || !slices.Equal(c.Entrypoint, []string{"/rlproxy"}) ||
+		!slices.Equal(c.Cmd, []string{"-config", "/etc/rlproxy/rlproxy.yaml", "-listen", ":8080", "-admin-listen", ":9090"}) {
+		t.Errorf("image config %+v: want linux, user 65532, ENTRYPOINT /rlproxy and the Dockerfile's CMD", img)
+	}
+	bundle := filepath.Join(t.TempDir(), "bundle")
+	if out, err := exec.Command(umoci, "unpack", "--rootless", "--image", dir+":0.3.0", bundle).CombinedOutput(); err != nil {
+		t.Fatalf("umoci unpack: %v\n%s", err, out)
+	}
+	v, err := exec.Command(filepath.Join(bundle, "rootfs", c.Entrypoint[0]), "version").Output()
+	if err != nil || !strings.HasPrefix(string(v), "rlproxy 0.3.0 ") {
+		t.Errorf("the entrypoint's version: %q (%v), want rlproxy 0.3.0 ...", v, err)
+	}
+}
