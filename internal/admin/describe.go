@@ -103,6 +103,8 @@ func describeKey(k config.KeySpec) string {
 			parts = append(parts, "cookie:"+s.Name)
 		case config.SourceJWT:
 			parts = append(parts, "jwt:"+s.Name)
+		case config.SourceTLS:
+			parts = append(parts, "tls:"+s.Name)
 		}
 	}
 	if len(parts) == 0 {

@@ -8,8 +8,8 @@
 //     canonical form, IPv4-mapped addresses unmapped, zone dropped. With
 //     ipv4_prefix < 32 or ipv6_prefix < 128 the address is masked and the
 //     length appended: "ip:192.0.2.0/24", "ip:2001:db8:1:2::/64".
-//   - "h:<32 hex digits>": a credential (header, query parameter, cookie or
-//     JWT claim), never stored or logged verbatim (docs/CONTRACT.md): the first
+//   - "h:<32 hex digits>": a credential (header, query parameter, cookie,
+//     JWT claim or client certificate field), never stored or logged verbatim (docs/CONTRACT.md): the first
 //     128 bits of HMAC-SHA256 (RFC 2104) keyed with the store's hash secret,
 //     over the source kind and name and the value, so the same value in a
 //     header and in a cookie are two clients.
@@ -137,7 +137,7 @@ func New(spec config.KeySpec, jwt config.JWT, hashSecret []byte) (*Extractor, er
 		switch s.Kind {
 		case config.SourceIP, config.SourceGlobal:
 			c.name = ""
-		case config.SourceHeader, config.SourceQuery, config.SourceCookie, config.SourceJWT:
+		case config.SourceHeader, config.SourceQuery, config.SourceCookie, config.SourceJWT, config.SourceTLS:
 			if s.Name == "" {
 				return nil, fmt.Errorf("key source %s: missing name", kindName(s.Kind))
 			}
@@ -261,6 +261,8 @@ func (e *Extractor) value(s *source, r *http.Request) (string, bool) {
 		v = cookieValue(r.Header["Cookie"], s.name)
 	case config.SourceJWT:
 		v = e.jwtClaim(r.Header["Authorization"], s.name)
+	case config.SourceTLS:
+		v = certField(r.TLS, s.name)
 	}
 	v = strings.TrimSpace(v)
 	return v, v != ""
@@ -475,6 +477,8 @@ func kindName(k config.SourceKind) string {
 		return "cookie"
 	case config.SourceJWT:
 		return "jwt"
+	case config.SourceTLS:
+		return "tls"
 	}
 	return strconv.Itoa(int(k))
 }

@@ -30,7 +30,7 @@ func src(t testing.TB, s string) config.Source {
 	kind, name, _ := strings.Cut(s, ":")
 	kinds := map[string]config.SourceKind{
 		"ip": config.SourceIP, "header": config.SourceHeader, "query": config.SourceQuery,
-		"cookie": config.SourceCookie, "jwt": config.SourceJWT, "global": config.SourceGlobal,
+		"cookie": config.SourceCookie, "jwt": config.SourceJWT, "global": config.SourceGlobal, "tls": config.SourceTLS,
 	}
 	k, ok := kinds[kind]
 	if !ok {

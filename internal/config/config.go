@@ -73,7 +73,30 @@ type Config struct {
 type TLS struct {
 	CertFile string
 	KeyFile  string
+	// ClientCA is a PEM bundle of the CAs client certificates must chain
+	// to ("" = none); read with the certificate, and reloaded with it.
+	ClientCA string
+	// ClientCRL is a certificate revocation list (PEM or DER) signed by a
+	// CA of ClientCA: a client certificate it lists is refused ("" = none).
+	ClientCRL string
+	// ClientAuth is whether a client certificate is asked for: ClientAuthNone,
+	// ClientAuthRequest or ClientAuthRequire.
+	ClientAuth string
+	// ClientHeaders sends the verified client certificate's subject and
+	// fingerprint to the upstream (the client's own copies removed first).
+	ClientHeaders bool
 }
+
+// tls.client_auth values: none asks for no certificate; request verifies
+// one if the client gives one (a handshake with a certificate that does not
+// verify fails) and lets a client without one in; require refuses a
+// handshake without a verified certificate (nginx ssl_verify_client
+// off | optional | on).
+const (
+	ClientAuthNone    = "none"
+	ClientAuthRequest = "request"
+	ClientAuthRequire = "require"
+)
 
 // Log configures log/slog output on stderr.
 type Log struct {
@@ -103,7 +126,10 @@ type Server struct {
 	// BodyTimeout is the longest a client may leave between two reads of
 	// its request body (nginx client_body_timeout, default 60s; 0 = none):
 	// a trickled body cannot hold a connection for ever.
-	BodyTimeout     time.Duration
+	BodyTimeout time.Duration
+	// MaxBodySize is the largest request body, bytes, of a route that sets
+	// none (nginx client_max_body_size; 0 = no limit, the default).
+	MaxBodySize     int64
 	MaxHeaderBytes  int           // bytes, default 1 MiB
 	ShutdownTimeout time.Duration // default 30s: in-flight and waiting requests get this long
 	// MaxWaiting caps requests held in leaky-bucket delay per instance
@@ -361,7 +387,15 @@ const (
 	SourceCookie
 	SourceJWT // a claim of a bearer token
 	SourceGlobal
+	// SourceTLS is a field of the client's verified TLS certificate;
+	// Name is one of TLSFields.
+	SourceTLS
 )
+
+// TLSFields are the certificate fields a tls:FIELD key source reads:
+// spki (SHA-256 of the public key), subject (RFC 4514 string), and the
+// first subject alternative name of a type.
+var TLSFields = []string{"spki", "subject", "san:dns", "san:uri", "san:email"}
 
 // Source is one key source; Name is the header (canonical form, as
 // textproto.CanonicalMIMEHeaderKey), query parameter, cookie or claim name
@@ -442,6 +476,15 @@ type Route struct {
 	// trailer) whose whole-number value is the request's real cost
 	// (cost_response_header, settle.go); canonical form.
 	CostResponseHeader string
+	// MaxBodySize is the largest request body, bytes (nginx
+	// client_max_body_size; 0 = no limit); server.max_body_size when the
+	// route sets none.
+	MaxBodySize int64
+	// LimitRate caps each response's body at this many bytes per second
+	// after its first LimitRateAfter bytes (nginx limit_rate and
+	// limit_rate_after); 0 = no cap.
+	LimitRate      int64
+	LimitRateAfter int64
 	// Upgrades are the protocols a request may upgrade to (RFC 9110 §7.8),
 	// lower case, each "name" (any version) or "name/version"; an Upgrade
 	// naming none of them is dropped as hop-by-hop (nginx's default), so

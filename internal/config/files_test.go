@@ -175,7 +175,7 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (&TLS{CertFile: filepath.Join(dir, "a.crt"), KeyFile: filepath.Join(dir, "a.key")}); !reflect.DeepEqual(c.TLS, want) {
+	if want := (&TLS{CertFile: filepath.Join(dir, "a.crt"), KeyFile: filepath.Join(dir, "a.key"), ClientAuth: ClientAuthNone}); !reflect.DeepEqual(c.TLS, want) {
 		t.Errorf("TLS %+v, want %+v", c.TLS, want)
 	}
 	if got := c.Upstreams["app"].CAFile; got != filepath.Join(dir, "a.crt") {

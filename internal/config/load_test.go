@@ -52,7 +52,7 @@ testdata/many_mistakes.yaml:9: policies.api.rate: "2000000r/s": must be at most 
 testdata/many_mistakes.yaml:10: policies.api.burst: -1: want a whole number from 1 to 1000000000000
 testdata/many_mistakes.yaml:11: policies.api.key[2]: "cookie:session": never used: "ip" before it is always present
 testdata/many_mistakes.yaml:15: policies.hourly.window: "9000h": must be at most 366 days (8784h)
-testdata/many_mistakes.yaml:16: policies.hourly.key: "hedaer:X-API-Key": unknown key source; want ip, global, header:NAME, query:NAME, cookie:NAME or jwt:CLAIM; did you mean "header"?
+testdata/many_mistakes.yaml:16: policies.hourly.key: "hedaer:X-API-Key": unknown key source; want ip, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM or tls:FIELD; did you mean "header"?
 testdata/many_mistakes.yaml:18: policies.pool.algorithm: "concurency": want leaky_bucket, token_bucket, fixed_window, sliding_log, sliding_window or concurrency; did you mean "concurrency"?
 testdata/many_mistakes.yaml:22: routes[0].match.path: "api": must start with /
 testdata/many_mistakes.yaml:22: routes[0].match.methods[1]: "get": listed twice

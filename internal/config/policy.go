@@ -97,7 +97,7 @@ func (d *decoder) policySection(p *Policy) *section {
 			{name: "algorithm", value: checked(func() schema { return enumShape(algorithmNames()...) }), need: "required",
 				doc: "leaky_bucket (nginx limit_req), token_bucket, fixed_window, sliding_log, sliding_window (counter) or concurrency (requests in flight)."},
 			{name: "combine", def: "false", value: d.boolVal(&k.Combine), doc: "true: all key sources together form the key; false: the first present one."},
-			{name: "key", def: "ip", value: key, doc: "Key sources, one or a list: ip, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM."},
+			{name: "key", def: "ip", value: key, doc: "Key sources, one or a list: ip, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM, tls:spki, tls:subject, tls:san:dns, tls:san:uri, tls:san:email."},
 			{name: "ipv4_prefix", def: strconv.Itoa(ipv4Bits), value: d.intVal(&k.IPv4Prefix, 0, ipv4Bits), doc: "ip keys: IPv4 clients of one /N share a key."},
 			{name: "ipv6_prefix", def: strconv.Itoa(ipv6Bits), value: d.intVal(&k.IPv6Prefix, 0, ipv6Bits), doc: "ip keys: IPv6 clients of one /N share a key."},
 			{name: "on_store_error", def: "allow", value: onError, doc: "When the store cannot decide: allow (fail open, down to fallback) or deny (503)."},
@@ -410,8 +410,8 @@ func (d *decoder) sources(n *yaml.Node, path string, combine bool) ([]Source, bo
 
 // parseSource parses one key source; msg explains a mistake ("" = none).
 func parseSource(s string) (src Source, msg string) {
-	const want = "want ip, global, header:NAME, query:NAME, cookie:NAME or jwt:CLAIM"
-	kinds := map[string]SourceKind{"header": SourceHeader, "query": SourceQuery, "cookie": SourceCookie, "jwt": SourceJWT}
+	const want = "want ip, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM or tls:FIELD"
+	kinds := map[string]SourceKind{"header": SourceHeader, "query": SourceQuery, "cookie": SourceCookie, "jwt": SourceJWT, "tls": SourceTLS}
 	switch s {
 	case "ip":
 		return Source{Kind: SourceIP}, ""
@@ -421,10 +421,13 @@ func parseSource(s string) (src Source, msg string) {
 	kind, name, found := strings.Cut(s, ":")
 	k, known := kinds[kind]
 	if !found || !known {
-		return src, "unknown key source; " + want + didYouMean(kind, []string{"ip", "global", "header", "query", "cookie", "jwt"})
+		return src, "unknown key source; " + want + didYouMean(kind, []string{"ip", "global", "header", "query", "cookie", "jwt", "tls"})
 	}
 	if name == "" {
 		return src, "missing the name after " + kind + ":"
+	}
+	if k == SourceTLS && !slices.Contains(TLSFields, name) {
+		return src, "unknown certificate field; want tls:" + strings.Join(TLSFields, ", tls:") + didYouMean(name, TLSFields)
 	}
 	if (k == SourceHeader || k == SourceCookie) && !isToken(name) {
 		return src, kind + " name must be an HTTP token (RFC 9110 §5.6.2)"

@@ -67,7 +67,7 @@ func TestPoolProblems(t *testing.T) {
 		{"bad url", `{ urls: ["ftp://a:1"] }`, `x.yaml:2: upstreams.app.urls[0]: "ftp://a:1": want an http:// or https:// URL`},
 		{"balance", `{ url: "http://a:1", balance: random }`, `x.yaml:2: upstreams.app.balance: "random": want round_robin, least_conn or client_hash`},
 		{"hash_key without client_hash", `{ url: "http://a:1", hash_key: ip }`, `x.yaml:2: upstreams.app.hash_key: applies to balance: client_hash only`},
-		{"hash_key", `{ url: "http://a:1", balance: client_hash, hash_key: "head:X" }`, `x.yaml:2: upstreams.app.hash_key: "head:X": unknown key source; want ip, global, header:NAME, query:NAME, cookie:NAME or jwt:CLAIM`},
+		{"hash_key", `{ url: "http://a:1", balance: client_hash, hash_key: "head:X" }`, `x.yaml:2: upstreams.app.hash_key: "head:X": unknown key source; want ip, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM or tls:FIELD`},
 		{"max_fails", `{ url: "http://a:1", max_fails: -1 }`, `x.yaml:2: upstreams.app.max_fails: -1: want a whole number from 0 to 1000`},
 		{"fail_timeout", `{ url: "http://a:1", fail_timeout: 0s }`, `x.yaml:2: upstreams.app.fail_timeout: "0s": must be greater than 0`},
 		{"fail_statuses", `{ url: "http://a:1", fail_statuses: [200] }`, `x.yaml:2: upstreams.app.fail_statuses[0]: 200: want a whole number from 500 to 599`},

@@ -84,7 +84,16 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 			doc: "Response header whose integer value is the request's cost, settled after the response (for example X-Tokens-Used); absent: cost."},
 		{name: "upgrades", def: "[websocket]", value: upgrades,
 			doc: "Protocols a request may upgrade to (Upgrade header), any case: a name (any version) or name/version, e.g. websocket, tcp, SPDY/3.1; any other Upgrade, h2c included, is dropped; []: none."},
+		{name: "max_body_size", value: l.byteSizeVal(&r.MaxBodySize),
+			doc: "Largest request body, bytes or 1MiB-style (nginx client_max_body_size): 413 before a larger one reaches the upstream; 0 = no limit; absent: server.max_body_size."},
+		{name: "limit_rate", def: "0", value: l.byteSizeVal(&r.LimitRate),
+			doc: "Each response's body at most this many bytes per second, after limit_rate_after (nginx limit_rate); 0 = no cap."},
+		{name: "limit_rate_after", def: "0", value: l.byteSizeVal(&r.LimitRateAfter),
+			doc: "Bytes of each response sent at full speed before limit_rate applies (nginx limit_rate_after)."},
 	}, check: func(o object) {
+		if !o.has("max_body_size") {
+			r.MaxBodySize = l.c.Server.MaxBodySize
+		}
 		if !o.bad {
 			l.costHeader(o, r)
 		}

@@ -26,6 +26,14 @@ func (l *loader) tlsSection() *section {
 		fields: []field{
 			{name: "cert_file", need: "required: a PEM file", value: file(&t.CertFile, 0), doc: "PEM certificate chain."},
 			{name: "key_file", need: "required: a PEM file", value: file(&t.KeyFile, 1), doc: "PEM private key."},
+			{name: "client_ca", value: value{stringShape, func(n *yaml.Node, path string) { t.ClientCA, _ = l.caFile(n, path) }},
+				doc: "PEM bundle of the CAs client certificates must chain to (mTLS); reloaded with the certificate."},
+			{name: "client_crl", value: value{stringShape, func(n *yaml.Node, path string) { t.ClientCRL, _ = l.filePath(n, path, l.dir) }},
+				doc: "Certificate revocation list (PEM or DER) signed by a CA of client_ca: client certificates it lists are refused; reloaded when the file changes."},
+			{name: "client_auth", value: l.enumVal(&t.ClientAuth, ClientAuthNone, ClientAuthRequest, ClientAuthRequire),
+				doc: "none; request: verify a certificate if the client gives one; require: refuse a client without a verified one. Default: require with client_ca, none without."},
+			{name: "client_headers", def: "false", value: l.boolVal(&t.ClientHeaders),
+				doc: "Send the verified client certificate's subject and SHA-256 fingerprint to the upstream (X-Client-Cert-Subject, X-Client-Cert-Fingerprint), the client's own copies removed."},
 		},
 		check: func(o object) {
 			if o.bad || !ok[0] || !ok[1] {
@@ -33,6 +41,9 @@ func (l *loader) tlsSection() *section {
 			}
 			if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
 				l.errorf(o.missing(), o.path, "loading certificate and key: %v", err)
+				return
+			}
+			if !l.clientAuth(o, &t) {
 				return
 			}
 			l.c.TLS = &t
@@ -66,6 +77,7 @@ func (l *loader) serverSection() *section {
 		{name: "read_header_timeout", def: "10s", value: l.durationVal(&s.ReadHeaderTimeout, false), doc: "Longest a client may take to send the request headers."},
 		{name: "idle_timeout", def: "120s", value: l.durationVal(&s.IdleTimeout, false), doc: "Longest an idle keep-alive connection stays open."},
 		{name: "body_timeout", def: "60s", value: l.durationVal(&s.BodyTimeout, true), doc: "Longest gap between two reads of a request body (nginx client_body_timeout); 0 = none."},
+		{name: "max_body_size", def: "0", value: l.byteSizeVal(&s.MaxBodySize), doc: "Largest request body, bytes or 1MiB-style, of a route that sets none (nginx client_max_body_size); 0 = no limit."},
 		{name: "shutdown_timeout", def: "30s", value: l.durationVal(&s.ShutdownTimeout, false), doc: "How long in-flight and waiting requests get at shutdown."},
 		{name: "max_wait", def: "30s", value: l.durationVal(&s.MaxWait, true), doc: "Longest delay of one request; a longer wait is refused."},
 		{name: "max_header_bytes", def: "1048576", value: l.intVal(&s.MaxHeaderBytes, 1024, 64<<20), doc: "Largest request header block, bytes."},

@@ -74,6 +74,7 @@ func (l *loader) topCheck(o object) {
 	l.routes(o)
 	l.integrations(o)
 	l.warnCredentials(o)
+	l.warnTLSKeys(o)
 }
 
 // source says where a listener's value came from: ov, the file's field, or

@@ -167,12 +167,20 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP()) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
+	if up.maxBody > 0 && r.ContentLength > up.maxBody {
+		rc.decision = decisionTooLarge
+		refuseTooLarge(w, r)
+		return
+	}
+	if up.rate > 0 {
+		w = newRateWriter(w, r.Context(), up.rate, up.rateAfter)
+	}
 	if r.Body != nil && r.Body != http.NoBody {
 		t := rt.Config.Server.BodyTimeout
 		if isGRPC(r) { // a stream's messages may rightly pause
 			t = rt.Config.Server.StreamIdleTimeout
 		}
-		r = withClientBody(w, r, t)
+		r = withClientBody(w, r, t, up.streamLimit(r))
 	}
 	if !route.Limited() {
 		rc.decision = decisionUnlimited
@@ -218,6 +226,17 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 		return
 	}
 	s.forward(up.limited, w, r, rt.Config.Response.Headers, res)
+	refundTooLarge(rt.Limiter, r, res)
+}
+
+// refundTooLarge refunds res when r's body grew past max_body_size after
+// the decision charged it: refused for its size, it is charged by none,
+// as a request refused by a shaping cap. (r's Body is the clientBody
+// withClientBody set: a type check, no context lookup.)
+func refundTooLarge(l *policy.Limiter, r *http.Request, res *policy.Result) {
+	if b, ok := r.Body.(*clientBody); ok && b.tooLarge.Load() {
+		l.Refund(res)
+	}
 }
 
 // route returns r's route, or answers r itself and returns nil: a request

@@ -48,6 +48,7 @@ const (
 	decisionUnlimited   = "unlimited"   // a route without policies
 	decisionQuota       = "quota"       // the quota endpoint answered
 	decisionBadRequest  = "bad-request" // refused with 400 before routing (reqview)
+	decisionTooLarge    = "too-large"   // refused for a declared body over max_body_size
 )
 
 func (rc *record) reset(w http.ResponseWriter, start time.Time) {

@@ -25,6 +25,7 @@ const statusClientClosed = 499
 func (s *Server) forwardSettled(w http.ResponseWriter, r *http.Request, rt *Runtime, route *policy.Route, h http.Handler, res *policy.Result) {
 	sw := &statusWriter{ResponseWriter: w}
 	s.forward(h, sw, r, rt.Config.Response.Headers, res)
+	refundTooLarge(rt.Limiter, r, res) // then Settle does nothing
 	st := policy.Settlement{Status: sw.status}
 	if st.Status == 0 {
 		st.Status = statusClientClosed

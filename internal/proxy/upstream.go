@@ -78,6 +78,9 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 			continue
 		}
 		up := &upstream{upgrades: allowed[route.Name]}
+		if cr := routeConfig(cfg, route.Name); cr != nil {
+			up.maxBody, up.rate, up.rateAfter = cr.MaxBodySize, cr.LimitRate, cr.LimitRateAfter
+		}
 		if m != nil {
 			up.traffic = m.Route(route.Name)
 		}
@@ -99,8 +102,22 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		reads := newReadTimeouts(u.ReadTimeout, cfg.Server.StreamIdleTimeout, readTimeoutExpired(u.Name, errs.upstream, fails))
 		up.plain = newReverseProxy(u, up.pool, ri, errs, reads, fails, errLog, false)
 		up.limited = newReverseProxy(u, up.pool, ri, errs, reads, fails, errLog, true)
+		if cfg.TLS != nil && cfg.TLS.ClientHeaders {
+			withClientCertHeaders(up.plain.(*httputil.ReverseProxy))
+			withClientCertHeaders(up.limited.(*httputil.ReverseProxy))
+		}
 	}
 	return rt, nil
+}
+
+// routeConfig returns the configuration of route name, or nil.
+func routeConfig(cfg *config.Config, name string) *config.Route {
+	for _, r := range cfg.Routes {
+		if r.Name == name {
+			return r
+		}
+	}
+	return nil
 }
 
 // Close releases what only this Runtime uses: the quota endpoint's local
@@ -120,6 +137,9 @@ type upstream struct {
 	pool           *upstreampkg.Pool     // nil for a builtin
 	traffic        *metrics.RouteTraffic // nil without metrics
 	upgrades       upgrades              // the route's upgrades
+	// The route's edge limits (0 = off): max_body_size, limit_rate and
+	// limit_rate_after, in bytes and bytes per second.
+	maxBody, rate, rateAfter int64
 }
 
 // dialTimeout bounds connecting to an upstream.
@@ -234,7 +254,7 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 			// An upstream may answer a body cut short by
 			// server.body_timeout, or a malformed one, before the
 			// transport notices: the client still gets its 408 or 400.
-			if bodyTimedOut(resp.Request) || bodyFailed(resp.Request) {
+			if bodyTimedOut(resp.Request) || bodyFailed(resp.Request) || bodyTooLarge(resp.Request) {
 				return errClientBody
 			}
 			if limited {
@@ -327,16 +347,19 @@ func (f *failureLog) warn(msg string, args ...any) {
 }
 
 // answerError is ReverseProxy's ErrorHandler for upstream u: the client's
-// fault (a stalled or malformed body: 408, 400; a request the transport
-// refused to send: 400), the client gone (no answer), every server of the
-// pool out of rotation (502 no-healthy-upstream: not 503, which would read
-// as our own outage), an upstream timeout (504, as nginx) or another
-// upstream failure (502). Whose fault it was is the pool's verdict
-// (upstream.ClientError, which also kept it from the server's max_fails).
+// fault (a body over max_body_size, a stalled or malformed one: 413, 408,
+// 400; a request the transport refused to send: 400), the client gone (no
+// answer), every server of the pool out of rotation (502
+// no-healthy-upstream: not 503, which would read as our own outage), an
+// upstream timeout (504, as nginx) or another upstream failure (502).
+// Whose fault it was is the pool's verdict (upstream.ClientError, which
+// also kept it from the server's max_fails).
 func answerError(w http.ResponseWriter, r *http.Request, err error, u string, errs errCounters, fails *failureLog) {
 	var ce *upstreampkg.ClientError
 	client := errors.As(err, &ce)
 	switch {
+	case bodyTooLarge(r): // over max_body_size (its read cancelled the upstream request)
+		refuseTooLarge(w, r)
 	case bodyTimedOut(r): // the client stalled (its read also cancelled the context)
 		w.Header()["Connection"] = closeConn // the rest of the body never comes
 		writeProblem(w, r, problemBodyTimeout, nil, nil)

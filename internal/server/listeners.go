@@ -40,11 +40,7 @@ func (a *App) listenPublic(cfg *config.Config) (net.Listener, error) {
 			ln.Close()
 			return nil, err
 		}
-		ln = tls.NewListener(ln, &tls.Config{
-			MinVersion:     tls.VersionTLS12,
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return a.cert.Load(), nil },
-			NextProtos:     []string{"h2", "http/1.1"},
-		})
+		ln = tls.NewListener(ln, a.listenerTLS())
 	}
 	return ln, nil
 }

@@ -6,7 +6,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -85,7 +84,7 @@ type App struct {
 	cache    *guard.OverLimitCache // nil on the memory store
 	storeCfg config.Store
 
-	cert    atomic.Pointer[tls.Certificate]
+	tls     atomic.Pointer[serverTLS] // the public listener's certificate and client CAs
 	hs      *http.Server
 	ln      net.Listener
 	lim     *limitListener // the public listener's connection cap and write timeout
@@ -453,17 +452,17 @@ func (a *App) Reload(reason string) {
 	}
 	// The certificate is not part of Config.Digest: a renewed certificate
 	// under an unchanged config is a reload of the certificate alone.
-	var cert *tls.Certificate
+	var cert *serverTLS
 	if cfg.TLS != nil {
-		if cert, err = readCert(cfg.TLS); err != nil {
+		if cert, err = readTLS(cfg.TLS); err != nil {
 			a.refuse(reason, now, err)
 			return
 		}
 	}
 	old := a.Config()
 	if old.Digest == cfg.Digest {
-		if cur := a.cert.Load(); cert != nil && cur != nil && !bytes.Equal(cur.Certificate[0], cert.Certificate[0]) {
-			a.cert.Store(cert)
+		if cur := a.tls.Load(); cert != nil && cur != nil && cur.filesChanged(cert) {
+			a.tls.Store(cert)
 			a.metrics.ConfigReload(true, now)
 			a.setReloadStatus(now, nil)
 			a.log.Info("TLS certificate reloaded", "reason", reason)
@@ -483,7 +482,7 @@ func (a *App) Reload(reason string) {
 		return
 	}
 	if cert != nil {
-		a.cert.Store(cert) // only with the config it belongs to
+		a.tls.Store(cert) // only with the config it belongs to
 	}
 	a.live.Configure(cfg)
 	prev := a.srv.Swap(rt)
@@ -545,7 +544,7 @@ func (a *App) refuse(reason string, now time.Time, err error) {
 }
 
 // extraFiles are the files besides the config whose change is a reload:
-// plans keys files and the TLS certificate and key.
+// plans keys files, the TLS certificate and key, the client CAs and CRL.
 func (a *App) extraFiles() []string {
 	cfg := a.Config()
 	var files []string
@@ -556,16 +555,22 @@ func (a *App) extraFiles() []string {
 	}
 	if cfg.TLS != nil {
 		files = append(files, cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		if cfg.TLS.ClientCA != "" {
+			files = append(files, cfg.TLS.ClientCA)
+		}
+		if cfg.TLS.ClientCRL != "" {
+			files = append(files, cfg.TLS.ClientCRL)
+		}
 	}
 	return files
 }
 
 func (a *App) loadCert(t *config.TLS) error {
-	c, err := readCert(t)
+	st, err := readTLS(t)
 	if err != nil {
 		return err
 	}
-	a.cert.Store(c)
+	a.tls.Store(st)
 	return nil
 }
 
