@@ -426,11 +426,15 @@ type Route struct {
 	// trailer) whose whole-number value is the request's real cost
 	// (cost_response_header, settle.go); canonical form.
 	CostResponseHeader string
+	// StripPrefix is removed from the front of the path before it is
+	// forwarded ("" = none); Rewrite replaces RewriteCut instead, as
+	// nginx proxy_pass with a URI ("" = none). At most one is set.
+	StripPrefix, Rewrite string
 }
 
 // Match selects requests; every set field must match.
 type Match struct {
-	Host       string // exact, case-insensitive, port ignored
+	Host       string // exact, case-insensitive, port ignored; "*.example.com": any name below example.com
 	Path       string // exact
 	PathPrefix string
 	PathRegex  *regexp.Regexp

@@ -68,7 +68,7 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 			l.checkCost(n, p, c, slices.Concat(r.Policies, planPolicies))
 		}
 	}}
-	return &section{fields: []field{
+	return &section{fields: append([]field{
 		{name: "name", need: "required: names the route in metrics and logs", value: name,
 			doc: "Names the route in metrics and logs; unique; \"" + ReservedRouteName + "\" is reserved."},
 		{name: "match", sub: l.matchSection(&r.Match), doc: "Which requests the route takes; every field set must match; empty matches every request."},
@@ -79,9 +79,10 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 		{name: "cost", def: "1", value: cost, doc: "Requests charged per request, at most every policy's quota."},
 		{name: "cost_response_header", value: checked(headerNameShape),
 			doc: "Response header whose integer value is the request's cost, settled after the response (for example X-Tokens-Used); absent: cost."},
-	}, check: func(o object) {
+	}, l.pathRewriteFields(r)...), check: func(o object) {
 		if !o.bad {
 			l.costHeader(o, r)
+			l.checkPathRewrite(o, r)
 		}
 	}}
 }
@@ -163,7 +164,7 @@ func (l *loader) matchSection(m *Match) *section {
 		s, ok := l.str(n, path)
 		if _, _, err := net.SplitHostPort(s); ok && err == nil {
 			l.errorf(n, path, "%q: want a host name without port (the request's port is ignored)", s)
-		} else if ok {
+		} else if ok && l.hostWildcard(n, path, s) {
 			m.Host = strings.TrimSuffix(strings.ToLower(s), ".") // as requests: api.test. is api.test
 		}
 	}}
@@ -186,7 +187,7 @@ func (l *loader) matchSection(m *Match) *section {
 		}
 	}}
 	return &section{fields: []field{
-		{name: "host", value: host, doc: "Host, exact and case-insensitive, without port (the request's port is ignored)."},
+		{name: "host", value: host, doc: "Host, exact and case-insensitive, without port (the request's port is ignored); \"*.example.com\" matches every name below example.com."},
 		{name: "path", value: urlPath(&m.Path), doc: "Path, exact."},
 		{name: "path_prefix", value: urlPath(&m.PathPrefix), doc: "Path prefix."},
 		{name: "path_regex", value: regex, doc: "Go (RE2) regular expression the path must match."},

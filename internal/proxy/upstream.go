@@ -73,23 +73,36 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 			up.traffic = m.Route(route.Name)
 		}
 		rt.upstreams[route.Name] = up
-		if u.Builtin == "echo" {
-			up.plain, up.limited = echoHandler{ri}, echoHandler{ri}
-			continue
-		}
+		// The echo upstream goes through the same rewriter as a real one,
+		// so it shows what a real one would receive.
+		var tr http.RoundTripper = echoTransport{}
 		var errs errCounters
-		if m != nil {
-			errs = errCounters{
-				upstream:   m.UpstreamErrors(route.Name),
-				timeout:    m.ProxyErrors(route.Name, metrics.ReasonUpstreamTimeout),
-				clientBody: m.ProxyErrors(route.Name, metrics.ReasonClientBody),
+		if u.Builtin == "" {
+			up.pool = pools[route.Upstream]
+			tr = up.pool
+			if m != nil {
+				errs = errCounters{
+					upstream:   m.UpstreamErrors(route.Name),
+					timeout:    m.ProxyErrors(route.Name, metrics.ReasonUpstreamTimeout),
+					clientBody: m.ProxyErrors(route.Name, metrics.ReasonClientBody),
+				}
 			}
 		}
-		up.pool = pools[route.Upstream]
-		up.plain = newReverseProxy(u, up.pool, ri, errs, log, false)
-		up.limited = newReverseProxy(u, up.pool, ri, errs, log, true)
+		pr := newPathRewrite(configRoute(cfg, route.Name))
+		up.plain = newReverseProxy(u, tr, ri, pr, errs, log, false)
+		up.limited = newReverseProxy(u, tr, ri, pr, errs, log, true)
 	}
 	return rt, nil
+}
+
+// configRoute is cfg's route named name (nil when there is none).
+func configRoute(cfg *config.Config, name string) *config.Route {
+	for _, r := range cfg.Routes {
+		if r.Name == name {
+			return r
+		}
+	}
+	return nil
 }
 
 // Close releases what only this Runtime uses: the quota endpoint's local
@@ -190,8 +203,9 @@ func inc(c prometheus.Counter) {
 	}
 }
 
-func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, log *slog.Logger, limited bool) *httputil.ReverseProxy {
+func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, pr *pathRewrite, errs errCounters, log *slog.Logger, limited bool) *httputil.ReverseProxy {
 	rw := newRewriter(u, ri)
+	rw.path = pr
 	respEdit := newHeaderEdit(u.ResponseHeaders)
 	return &httputil.ReverseProxy{
 		Transport:  tr,
@@ -230,10 +244,19 @@ type rewriter struct {
 	base    string
 	ri      *realip.Resolver
 	reqEdit headerEdit
+	// path is the route's strip_prefix or rewrite; nil: none.
+	path *pathRewrite
 }
 
+// echoURL is the target of the built-in echo upstream, which has no URL.
+var echoURL = &url.URL{Scheme: "http", Host: "echo"}
+
 func newRewriter(u *config.Upstream, ri *realip.Resolver) *rewriter {
-	return &rewriter{u: u, target: u.URL, base: strings.TrimSuffix(u.URL.EscapedPath(), "/"),
+	target := u.URL
+	if target == nil {
+		target = echoURL
+	}
+	return &rewriter{u: u, target: target, base: strings.TrimSuffix(target.EscapedPath(), "/"),
 		ri: ri, reqEdit: newHeaderEdit(u.RequestHeaders)}
 }
 
@@ -241,7 +264,7 @@ func newRewriter(u *config.Upstream, ri *realip.Resolver) *rewriter {
 // upstreams.NAME.host names, the forwarding headers, request_headers.
 func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(rw.target)
-	setRequestTarget(pr, rw.target, rw.base)
+	setRequestTarget(pr, rw.target, rw.base, rw.path)
 	switch rw.u.Host {
 	case config.HostClient, "":
 		pr.Out.Host = pr.In.Host
@@ -318,14 +341,30 @@ func answerError(w http.ResponseWriter, r *http.Request, err error, u string, er
 // URL's path and query), as nginx proxy_pass without a URI passes them:
 // ReverseProxy would drop a query it cannot parse (a ';', a bad escape)
 // and re-encode the rest in sorted order, and url.URL re-escapes a path.
-// A request-target not in origin form (absolute form, "*") keeps the
-// parsed URL's form.
-func setRequestTarget(pr *httputil.ProxyRequest, target *url.URL, base string) {
+// A route's strip_prefix or rewrite (pr, nil for none) changes the path
+// as nginx proxy_pass with a URI does (rewrite.go), and an empty query
+// ("/x?") is then dropped, as nginx drops it. A request-target not in
+// origin form (absolute form, "*") keeps the parsed URL's form, rewritten
+// as well.
+func setRequestTarget(pr *httputil.ProxyRequest, target *url.URL, base string, rw *pathRewrite) {
 	raw := pr.In.RequestURI
+	if rw != nil && raw != "" && raw[0] != '/' && raw != "*" {
+		raw = pr.In.URL.EscapedPath() // absolute form
+		if pr.In.URL.RawQuery != "" || pr.In.URL.ForceQuery {
+			raw += "?" + pr.In.URL.RawQuery
+		}
+	}
 	if raw == "" || raw[0] != '/' {
 		return
 	}
 	path, query, hasQuery := strings.Cut(raw, "?")
+	decoded := pr.In.URL.Path
+	if rw != nil {
+		if p, ok := rw.apply(path); ok {
+			path, hasQuery = p, query != ""
+			decoded, _ = url.PathUnescape(p)
+		}
+	}
 	out := pr.Out.URL
 	switch {
 	case target.RawQuery == "":
@@ -339,7 +378,7 @@ func setRequestTarget(pr *httputil.ProxyRequest, target *url.URL, base string) {
 	if base == "" && strings.HasPrefix(path, "//") {
 		// An Opaque "//x" would be written as "http://x": keep the
 		// escaped form instead (EscapedPath returns it when valid).
-		out.Path, out.RawPath = pr.In.URL.Path, path
+		out.Path, out.RawPath = decoded, path
 		return
 	}
 	out.Opaque = base + path
