@@ -14,6 +14,10 @@
 #                                  caddy,minproxy,rlproxy,rlproxy_accesslog,rlproxy_pool1,
 #                                  rlproxy_memory,rlproxy_valkey,
 #                                  rlproxy_memory_keys,rlproxy_valkey_keys)
+#   BENCH_UPSTREAM=nginx           throughput upstream: nginx (return 200, configs/
+#                                  nginx-upstream.conf) or go (bench/upstream)
+#   BENCH_NICE=0                   niceness of the servers and wrk (e.g. -20 as root on a
+#                                  machine shared with other work: it yields to them)
 #   BENCH_PROXY_CPUS=0             CPU(s) of the proxy under test
 #   BENCH_LOAD_CPUS=1              CPU(s) of wrk, upstream, Valkey, load generator
 #   BENCH_ATTACK_DURATION=10s      per phase; BENCH_ATTACK_CLIENTS=50,
@@ -111,6 +115,7 @@ taskset -c "$load_cpus" "$bin/benchrun" \
 	-r "${BENCH_R:-3}" -warmup "${BENCH_WARMUP:-1s}" -targets "${BENCH_TARGETS:-}" \
 	-attack-duration "${BENCH_ATTACK_DURATION:-10s}" -attack-clients "${BENCH_ATTACK_CLIENTS:-50}" \
 	-client-rate "${BENCH_CLIENT_RATE:-5}" -attack-rate "${BENCH_ATTACK_RATE:-500}" \
+	-upstream "${BENCH_UPSTREAM:-nginx}" -nice "${BENCH_NICE:-0}" \
 	-quiet-pct "${BENCH_QUIET_PCT:-10}" -quiet-wait "${BENCH_QUIET_WAIT:-30s}" -max-bg-pct "${BENCH_MAX_BG_PCT:-20}" \
 	"${base_args[@]}" &
 pid=$!

@@ -47,6 +47,7 @@ command -v jq >/dev/null || need+=(jq)
 command -v haproxy >/dev/null || need+=(haproxy)
 command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v curl >/dev/null || need+=(curl)
+command -v wrk >/dev/null || need+=(wrk)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     echo "== installing ${need[*]}"

@@ -148,6 +148,12 @@ func TestReached(t *testing.T) {
 func TestConfigsRender(t *testing.T) {
 	dir := filepath.Join("..", "..", "configs")
 	out := t.TempDir()
+	// The throughput upstream holds only the upstream's address.
+	if path, err := renderConfig(dir, upstreamConf, out, map[string]string{defaultUpstream: "127.0.0.1:2"}); err != nil {
+		t.Errorf("%s: %v", upstreamConf, err)
+	} else if b, _ := os.ReadFile(path); !strings.Contains(string(b), "listen 127.0.0.1:2;") {
+		t.Errorf("%s: listen address not rewritten", upstreamConf)
+	}
 	for _, specs := range [][]targetSpec{throughputTargets(), attackTargets()} {
 		for _, s := range specs {
 			if s.conf == "" {

@@ -86,6 +86,9 @@ func evalGoals(results []*targetResult, goals []goal) []goalResult {
 			r.Measure = "half-load p99 added"
 		}
 		r.Note = r.eval(g, byID[g.num], byID[g.den], rounds)
+		if r.Note == "" && !g.halfP99 {
+			r.Note = loadBoundNote(byID[g.num], byID[g.den])
+		}
 		if r.Note == "" && (g.atLeast > 0 || g.atMost > 0) {
 			met := (g.atLeast == 0 || r.Ratio >= g.atLeast) && (g.atMost == 0 || r.Ratio <= g.atMost)
 			r.Met = &met
@@ -143,6 +146,22 @@ func (r *goalResult) eval(g goal, n, d *targetResult, rounds int) string {
 		return fmt.Sprintf("%d and %d of %d rounds (a target failed)", len(ns), len(ds), rounds)
 	}
 	return ""
+}
+
+// loadBoundNote names the rows among rs whose full-load runs did not keep
+// the proxy's CPU busy (boundCheck): their req/s is a lower bound, so a
+// ratio with them is no mark. "" when there is none.
+func loadBoundNote(rs ...*targetResult) string {
+	var bound []string
+	for _, r := range rs {
+		if r != nil && r.Bound != nil && r.Bound.LoadBound {
+			bound = append(bound, fmt.Sprintf("%s %.1f %%", r.Name, r.Bound.BusyPct))
+		}
+	}
+	if len(bound) == 0 {
+		return ""
+	}
+	return "no mark: load-bound (" + strings.Join(bound, ", ") + " busy, under " + fmt.Sprint(minProxyBusyPct) + " %)"
 }
 
 // goalsMarkdown renders the goals table of latest.md; names maps target

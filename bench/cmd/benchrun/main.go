@@ -60,6 +60,9 @@ type options struct {
 	quietPct, maxBgPct    float64
 	quietWait             time.Duration
 	redraw                string
+	upstream              string
+	nice                  int
+	niceHow               string // how nice was applied (prioritise)
 }
 
 func parseFlags() options {
@@ -87,6 +90,8 @@ func parseFlags() options {
 	flag.Float64Var(&o.quietPct, "quiet-pct", 10, "before each run, wait until other processes use less than this % of all CPUs (0 = don't wait)")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 30*time.Second, "longest wait for quiet before a run; then it runs anyway")
 	flag.Float64Var(&o.maxBgPct, "max-bg-pct", 20, "repeat (up to 2 times) a run during which other processes used more than this % of all CPUs (0 = never)")
+	flag.StringVar(&o.upstream, "upstream", upstreamNginx, "throughput upstream: "+upstreamNginx+" (nginx return 200, configs/"+upstreamConf+") or "+upstreamGo+" (bench/upstream)")
+	flag.IntVar(&o.nice, "nice", 0, "niceness of the benchmark's servers and wrk (nice(1); negative needs root): on a machine shared with other work, lets that work yield to the measurement (0 = inherited)")
 	flag.StringVar(&o.redraw, "redraw", "", "measure nothing: recompute the medians, ratios and marks of this latest.json from its runs and rewrite it with its .md and .svg, then exit")
 	flag.Parse()
 	return o
@@ -100,6 +105,11 @@ func run() error {
 	if o.reps < 1 || o.clients < 1 || o.clientRate <= 0 || o.attackRPS <= 0 || o.attackDur <= 0 {
 		return errors.New("-r, -attack-clients, -client-rate, -attack-rate and -attack-duration must be positive")
 	}
+	how, err := prioritise(o.nice)
+	if err != nil {
+		return err
+	}
+	o.niceHow = how
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -115,7 +125,7 @@ func run() error {
 	if err := os.Chmod(o.runDir, 0o755); err != nil {
 		return fmt.Errorf("opening run dir: %w", err)
 	}
-	sup := &supervisor{runDir: o.runDir}
+	sup := &supervisor{runDir: o.runDir, nice: o.nice}
 	defer sup.stop()
 	l := &lab{sup: sup, configDir: o.configDir, binDir: o.binDir, rlproxyBin: o.rlproxyBin, baseBin: o.baseBin, proxyCPUs: o.proxyCPUs, loadCPUs: o.loadCPUs}
 	progress := func(s string) { fmt.Fprintln(os.Stderr, s) }
@@ -182,23 +192,36 @@ func runThroughputMode(ctx context.Context, o options, l *lab, progress func(str
 		return err
 	}
 
-	up, upAddr, err := l.startUpstream(ctx, "")
+	var up *proc
+	var upAddr, upDesc string
+	switch o.upstream {
+	case upstreamNginx:
+		up, upAddr, err = l.startNginxUpstream(ctx)
+		upDesc = "nginx return 200 (configs/" + upstreamConf + "), 13-byte body"
+	case upstreamGo:
+		up, upAddr, err = l.startUpstream(ctx, "")
+		upDesc = "bench/upstream (Go), 13-byte body"
+	default:
+		err = fmt.Errorf("-upstream %q: want %s or %s", o.upstream, upstreamNginx, upstreamGo)
+	}
 	if err != nil {
 		return fmt.Errorf("starting upstream: %w", err)
 	}
 	targets := startTargets(ctx, l, withBaseTwins(throughputTargets(), o.baseBin != ""), o.targets, upAddr, progress)
 	hz, ncpu := clockTicks(), machineCPUs()
-	b := &bench{wrk: wrkRunner{cpus: o.loadCPUs, script: o.wrkScript}, upstream: up, hz: hz, ncpu: ncpu,
+	b := &bench{wrk: wrkRunner{cpus: o.loadCPUs, script: o.wrkScript, nice: o.nice}, upstream: up, hz: hz, ncpu: ncpu,
+		proxyCPUs: cpuList(o.proxyCPUs), loadCPUs: cpuList(o.loadCPUs),
 		quiet: quietGate{maxPct: o.quietPct, maxWait: o.quietWait, hz: hz, ncpu: ncpu, progress: progress}}
 	results := b.runThroughput(ctx, plan, targets, progress)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted: %w", err)
 	}
+	checkBound(results, cpuCount(o.proxyCPUs), cpuCount(o.loadCPUs))
 	rep := throughputReport{Meta: collectMeta(l, map[string]string{
 		"wrk": o.wrkArgs, "half_wrk": o.halfArgs, "half_delay_ms": strconv.Itoa(o.halfDelayMs), "r": strconv.Itoa(o.reps), "warmup": o.warmup.String(),
-		"upstream":  "bench/upstream (Go), 13-byte body",
+		"upstream":  upDesc,
 		"quiet_pct": strconv.FormatFloat(o.quietPct, 'f', -1, 64), "quiet_wait": o.quietWait.String(),
-		"max_bg_pct": strconv.FormatFloat(o.maxBgPct, 'f', -1, 64),
+		"max_bg_pct": strconv.FormatFloat(o.maxBgPct, 'f', -1, 64), "nice": strconv.Itoa(o.nice), "nice_how": o.niceHow,
 	}), Targets: results, Goals: evalGoals(results, append(issueGoals(), abGoals(results)...))}
 	md, err := writeThroughput(o.outDir, "latest", rep, plan)
 	if err != nil {
@@ -273,6 +296,7 @@ func redraw(path string) error {
 		return fmt.Errorf("reading report %s: meta.settings.wrk / half_wrk: %w", path, err)
 	}
 	summarize(rep.Targets)
+	checkBound(rep.Targets, cpuCount(rep.Meta.ProxyCPUs), cpuCount(rep.Meta.LoadCPUs))
 	rep.Goals = evalGoals(rep.Targets, append(issueGoals(), abGoals(rep.Targets)...))
 	base := filepath.Base(path)
 	_, err = writeThroughput(filepath.Dir(path), strings.TrimSuffix(base, filepath.Ext(base)), rep, plan)

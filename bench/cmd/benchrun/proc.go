@@ -31,6 +31,7 @@ const stopTimeout = 3 * time.Second
 // itself killed. Safe for concurrent use.
 type supervisor struct {
 	runDir string
+	nice   int // niceness of every started server (0: inherited)
 
 	mu    sync.Mutex
 	procs []*proc
@@ -53,7 +54,7 @@ func (s *supervisor) start(name, cpus string, env []string, argv ...string) (*pr
 		return nil, fmt.Errorf("creating log: %w", err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command("taskset", append([]string{"-c", cpus}, argv...)...)
+	cmd := exec.Command("taskset", pinned(cpus, s.nice, argv)...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Env = append(append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(cpuCount(cpus))), env...)
@@ -163,24 +164,46 @@ func logTail(path string, n int) string {
 	return strings.Join(lines, " | ")
 }
 
-// cpuCount counts the CPUs of a taskset list such as "0", "0,1" or "0-3".
-func cpuCount(list string) int {
-	n := 0
-	for _, part := range strings.Split(list, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, errA := strconv.Atoi(strings.TrimSpace(lo))
-		if !isRange {
-			if errA == nil {
-				n++
-			}
-			continue
-		}
-		b, errB := strconv.Atoi(strings.TrimSpace(hi))
-		if errA == nil && errB == nil && b >= a {
-			n += b - a + 1
-		}
+// pinned is taskset's arguments to run argv on cpus at niceness nice
+// (through nice(1) unless 0). Both exec the program, so the started
+// process's PID is the program's own.
+func pinned(cpus string, nice int, argv []string) []string {
+	args := []string{"-c", cpus}
+	if nice != 0 {
+		args = append(args, "nice", "-n", strconv.Itoa(nice))
 	}
-	return max(n, 1)
+	return append(args, argv...)
+}
+
+// prioritise gives this process and everything it starts niceness nice
+// (0: nothing to do) against the rest of the machine, and says how. nice(1)
+// alone is not enough where the kernel groups processes by session
+// (/proc/sys/kernel/sched_autogroup_enabled, sched(7) "The autogroup
+// feature"): niceness then only orders the processes of one session, and
+// every session weighs the same as any other. So this process starts a
+// session of its own (it must not lead a process group: run.sh starts it
+// in the background) and sets that session's autogroup niceness. Errors:
+// no new session, or not allowed (a negative niceness needs CAP_SYS_NICE).
+func prioritise(nice int) (string, error) {
+	if nice == 0 {
+		return "", nil
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled"); err != nil || strings.TrimSpace(string(b)) != "1" {
+		return "nice(1)", nil
+	}
+	if _, err := syscall.Setsid(); err != nil {
+		return "", fmt.Errorf("niceness %d: starting a session of its own (run it through bench/run.sh): %w", nice, err)
+	}
+	if err := os.WriteFile("/proc/self/autogroup", []byte(strconv.Itoa(nice)), 0); err != nil {
+		return "", fmt.Errorf("niceness %d: setting the session's autogroup: %w", nice, err)
+	}
+	return "nice(1) and the session's autogroup", nil
+}
+
+// cpuCount counts the CPUs of a taskset list such as "0", "0,1" or "0-3"
+// (at least 1).
+func cpuCount(list string) int {
+	return max(len(cpuList(list)), 1)
 }
 
 // procStat is what the benchmark reads from /proc/PID/stat.

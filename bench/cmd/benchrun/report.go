@@ -142,7 +142,14 @@ func throughputMarkdown(rep throughputReport, plan throughputPlan) string {
 	fmt.Fprintf(&b, "- half load: `wrk %s -d%s --latency`, each connection pausing %d ms after every response (wrk delay() hook; 0 = closed loop), same rounds\n",
 		strings.Join(plan.halfArgs, " "), plan.halfDur, plan.halfDelayMs)
 	fmt.Fprintf(&b, "- ×: ratio to nginx proxy_pass + limit_req (req/s: higher is better; latency and CPU: lower is better)\n")
-	fmt.Fprintf(&b, "- bg CPU %%: CPU used during the run by processes outside the benchmark, in %% of all CPUs (median); above a few %% the figures are disturbed\n\n")
+	fmt.Fprintf(&b, "- bg CPU %%: CPU used during the run by processes outside the benchmark, in %% of all CPUs (median); above a few %% the figures are disturbed\n")
+	if up := rep.Meta.Settings["upstream"]; up != "" {
+		fmt.Fprintf(&b, "- upstream: %s, on the load CPU%s\n", up, plural(cpuCount(rep.Meta.LoadCPUs)))
+	}
+	if n := rep.Meta.Settings["nice"]; n != "" && n != "0" {
+		fmt.Fprintf(&b, "- the servers and wrk ran at niceness %s (`BENCH_NICE`, through %s): other processes on the machine yielded to them\n", n, rep.Meta.Settings["nice_how"])
+	}
+	fmt.Fprintf(&b, "- a row whose proxy kept its CPU under %d %% busy is marked **load-bound** (see \"Was each proxy the bottleneck?\"): its req/s is a lower bound and its ratios are not marks\n\n", minProxyBusyPct)
 
 	fmt.Fprintf(&b, "## Full load\n\n")
 	fmt.Fprintf(&b, "| target | req/s | × | p50 µs | × | p99 µs | × | proxy CPU-µs/req | × | Valkey CPU-µs/req | non-2xx / socket errors | bg CPU %% |\n")
@@ -157,10 +164,16 @@ func throughputMarkdown(rep throughputReport, plan throughputPlan) string {
 		if q == nil {
 			q = &ratios{}
 		}
+		name := r.Name
+		if r.Bound != nil && r.Bound.LoadBound {
+			name += fmt.Sprintf(" (**load-bound**, %.1f %% busy)", r.Bound.BusyPct)
+		}
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %.0f | %s | %.0f | %s | %s | %s | %s | %d / %d | %.1f |\n",
-			r.Name, m.RPS, ratio(q.RPS), m.P50us, ratio(q.P50), m.P99us, ratio(q.P99),
+			name, m.RPS, ratio(q.RPS), m.P50us, ratio(q.P50), m.P99us, ratio(q.P99),
 			num(m.ProxyCPUus, 1), ratio(q.ProxyCPU), num(m.StoreCPUus, 1), m.Non2xx, m.SocketErrors, m.BackgroundCPUPct)
 	}
+
+	boundMarkdown(&b, rep.Targets, cpuCount(rep.Meta.ProxyCPUs), cpuCount(rep.Meta.LoadCPUs))
 
 	fmt.Fprintf(&b, "\n## Half load (paced, below saturation): latency added over direct\n\n")
 	fmt.Fprintf(&b, "| target | req/s | p50 µs | p99 µs | p99 added vs direct µs | × nginx+limit_req added | bg CPU %% |\n")

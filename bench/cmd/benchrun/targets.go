@@ -106,6 +106,42 @@ func (l *lab) startUpstream(ctx context.Context, countHeader string) (*proc, str
 	return p, addr, nil
 }
 
+// The throughput upstreams (-upstream): nginx answering from memory, the
+// default, or the Go server bench/upstream.
+const (
+	upstreamNginx = "nginx"
+	upstreamGo    = "go"
+	// upstreamConf is nginx's upstream config in the configs directory.
+	upstreamConf = "nginx-upstream.conf"
+)
+
+// startNginxUpstream starts nginx with upstreamConf on a free port on the
+// load CPUs: every path answers 200 with a fixed body, at a fraction of
+// bench/upstream's CPU per request, so the load CPUs keep headroom beyond
+// the fastest proxy's rate.
+func (l *lab) startNginxUpstream(ctx context.Context) (*proc, string, error) {
+	addr, err := netutil.PickFreeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := l.workDir("upstream")
+	if err != nil {
+		return nil, "", err
+	}
+	path, err := renderConfig(l.configDir, upstreamConf, dir, map[string]string{defaultUpstream: addr})
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := l.sup.start("upstream", l.loadCPUs, nil, "nginx", "-p", dir+"/", "-c", path, "-e", "stderr")
+	if err != nil {
+		return nil, "", err
+	}
+	if err := p.waitHTTP(ctx, "http://"+addr+"/"); err != nil {
+		return nil, "", errors.New(p.failure(err))
+	}
+	return p, addr, nil
+}
+
 // startValkey starts redis-server (Valkey's protocol and Lua) on a free port
 // on the load CPUs, without persistence.
 func (l *lab) startValkey(ctx context.Context, id string) (*proc, string, error) {

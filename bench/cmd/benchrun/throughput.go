@@ -108,6 +108,20 @@ type sample struct {
 	ProxyCPUus    *float64 `json:"proxy_cpu_us_per_req"`
 	StoreCPUus    *float64 `json:"store_cpu_us_per_req,omitempty"`
 	UpstreamCPUus *float64 `json:"upstream_cpu_us_per_req"`
+	// WrkCPUus is wrk's own CPU per request (its rusage).
+	WrkCPUus *float64 `json:"wrk_cpu_us_per_req,omitempty"`
+	// ProxyCPUIdlePct and ProxyCPUOtherPct are the shares of the proxy's
+	// pinned CPUs that sat idle, and that went to anything but the proxy's
+	// process time (other processes, the kernel's interrupt work), during
+	// the run, in %; ProxyCPUIRQPct is the interrupt work's share (irq and
+	// softirq in /proc/stat: on loopback, mostly the network stack
+	// delivering what the proxy sent). LoadCPUBusyPct is how busy the load
+	// CPUs were (wrk, upstream, Valkey and anyone else), in %. They say
+	// what set the pace when the proxy did not fill its CPUs (boundCheck).
+	ProxyCPUIdlePct  *float64 `json:"proxy_cpus_idle_pct,omitempty"`
+	ProxyCPUOtherPct *float64 `json:"proxy_cpus_other_pct,omitempty"`
+	ProxyCPUIRQPct   *float64 `json:"proxy_cpus_irq_pct,omitempty"`
+	LoadCPUBusyPct   *float64 `json:"load_cpus_busy_pct,omitempty"`
 	// BackgroundCPUPct is the CPU time other processes (not the target,
 	// its store, the upstream or wrk) used during the run, in percent of all
 	// CPUs: on a shared machine, a run with more than a few percent is suspect.
@@ -132,6 +146,9 @@ type targetResult struct {
 	HalfMedian *sample `json:"half_median,omitempty"`
 	// VsBaseline divides this row's medians by nginx+limit_req's.
 	VsBaseline *ratios `json:"vs_nginx_limit_req,omitempty"`
+	// Bound says whether the full-load runs kept the proxy's CPUs busy
+	// (nil without a proxy: the upstream direct).
+	Bound *boundCheck `json:"cpu_check,omitempty"`
 }
 
 // ratios are this target's figure divided by the baseline's (1.0 = equal).
@@ -144,8 +161,12 @@ type ratios struct {
 	HalfAddedP99 *float64 `json:"half_added_p99,omitempty"`
 }
 
-// cpuSnap is the CPU ticks of a target's processes at one instant.
-type cpuSnap struct{ proxy, store, upstream, system int64 }
+// cpuSnap is the CPU ticks of a target's processes, of the whole machine
+// and of each CPU at one instant.
+type cpuSnap struct {
+	proxy, store, upstream, system int64
+	perCPU                         map[int]cpuTimes
+}
 
 // bench runs measurements against started targets.
 type bench struct {
@@ -154,6 +175,9 @@ type bench struct {
 	hz       int64 // clock ticks per second
 	ncpu     int   // CPUs of the machine (not of this pinned process)
 	quiet    quietGate
+	// proxyCPUs and loadCPUs are the pinned CPU sets (lab.proxyCPUs,
+	// lab.loadCPUs expanded).
+	proxyCPUs, loadCPUs []int
 }
 
 func (b *bench) snap(t *target) (cpuSnap, error) {
@@ -169,8 +193,13 @@ func (b *bench) snap(t *target) (cpuSnap, error) {
 			return s, fmt.Errorf("reading store CPU: %w", err)
 		}
 	}
-	if s.upstream, err = treeTicks(b.upstream.pid()); err != nil {
-		return s, fmt.Errorf("reading upstream CPU: %w", err)
+	if b.upstream != nil {
+		if s.upstream, err = treeTicks(b.upstream.pid()); err != nil {
+			return s, fmt.Errorf("reading upstream CPU: %w", err)
+		}
+	}
+	if s.perCPU, err = perCPUTicks(); err != nil {
+		return s, err
 	}
 	s.system, err = busyTicks()
 	return s, err
@@ -218,11 +247,32 @@ func (b *bench) measure(ctx context.Context, t *target, args []string, d time.Du
 	if t.store != nil {
 		s.StoreCPUus = perReq(after.store - before.store)
 	}
-	s.UpstreamCPUus = perReq(after.upstream - before.upstream)
+	if b.upstream != nil {
+		s.UpstreamCPUus = perReq(after.upstream - before.upstream)
+	}
+	if rep.Requests > 0 {
+		s.WrkCPUus = ptr(rep.CPUus / float64(rep.Requests))
+	}
 	ours := after.proxy - before.proxy + after.store - before.store + after.upstream - before.upstream
 	foreignUs := float64(after.system-before.system-ours)*1e6/float64(b.hz) - rep.CPUus
 	s.BackgroundCPUPct = min(max(0, 100*foreignUs/(float64(elapsed.Microseconds())*float64(b.ncpu))), 100)
+	b.cpuShares(&s, t, before, after)
 	return s, nil
+}
+
+// cpuShares sets s's idle and other-process shares of the proxy's CPUs
+// and the load CPUs' busy share between snapshots before and after.
+func (b *bench) cpuShares(s *sample, t *target, before, after cpuSnap) {
+	pct := func(part, whole int64) *float64 { return ptr(min(max(0, 100*float64(part)/float64(whole)), 100)) }
+	if p0, p1 := sumCPUs(before.perCPU, b.proxyCPUs), sumCPUs(after.perCPU, b.proxyCPUs); t.proxy != nil && p1.total > p0.total {
+		total, busy := p1.total-p0.total, p1.busy-p0.busy
+		s.ProxyCPUIdlePct = pct(total-busy, total)
+		s.ProxyCPUOtherPct = pct(busy-(after.proxy-before.proxy), total)
+		s.ProxyCPUIRQPct = pct(p1.irq-p0.irq, total)
+	}
+	if l0, l1 := sumCPUs(before.perCPU, b.loadCPUs), sumCPUs(after.perCPU, b.loadCPUs); l1.total > l0.total {
+		s.LoadCPUBusyPct = pct(l1.busy-l0.busy, l1.total-l0.total)
+	}
 }
 
 // runThroughput measures every live target plan.reps times at full load and
@@ -341,7 +391,13 @@ func medianSample(runs []sample) *sample {
 		ProxyCPUus:    p(func(s sample) *float64 { return s.ProxyCPUus }),
 		StoreCPUus:    p(func(s sample) *float64 { return s.StoreCPUus }),
 		UpstreamCPUus: p(func(s sample) *float64 { return s.UpstreamCPUus }),
-		AddedP99us:    p(func(s sample) *float64 { return s.AddedP99us }),
+		WrkCPUus:      p(func(s sample) *float64 { return s.WrkCPUus }),
+
+		ProxyCPUIdlePct:  p(func(s sample) *float64 { return s.ProxyCPUIdlePct }),
+		ProxyCPUOtherPct: p(func(s sample) *float64 { return s.ProxyCPUOtherPct }),
+		ProxyCPUIRQPct:   p(func(s sample) *float64 { return s.ProxyCPUIRQPct }),
+		LoadCPUBusyPct:   p(func(s sample) *float64 { return s.LoadCPUBusyPct }),
+		AddedP99us:       p(func(s sample) *float64 { return s.AddedP99us }),
 
 		BackgroundCPUPct: f(func(s sample) float64 { return s.BackgroundCPUPct }),
 	}

@@ -122,6 +122,7 @@ func lastLine(s string) string {
 type wrkRunner struct {
 	cpus   string
 	script string // path of bench/wrk/report.lua
+	nice   int    // niceness of wrk (0: inherited)
 }
 
 // run runs wrk with args (without a duration), duration d and --latency
@@ -131,13 +132,12 @@ type wrkRunner struct {
 func (w wrkRunner) run(ctx context.Context, args []string, d time.Duration, delayMs, keys int, url string) (wrkReport, error) {
 	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
-	argv := append([]string{"-c", w.cpus, "wrk"}, args...)
-	argv = append(argv, "-d", wrkSeconds(d), "--latency", "-s", w.script, url)
-	cmd := exec.CommandContext(ctx, "taskset", argv...)
+	argv := append(append([]string{"wrk"}, args...), "-d", wrkSeconds(d), "--latency", "-s", w.script, url)
+	cmd := exec.CommandContext(ctx, "taskset", pinned(w.cpus, w.nice, argv)...)
 	cmd.Env = append(os.Environ(), "BENCH_DELAY_MS="+strconv.Itoa(delayMs), "BENCH_KEYS="+strconv.Itoa(keys))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return wrkReport{}, fmt.Errorf("running wrk %s: %w: %s", strings.Join(argv[2:], " "), err, lastLine(string(out)))
+		return wrkReport{}, fmt.Errorf("running wrk %s: %w: %s", strings.Join(argv[1:], " "), err, lastLine(string(out)))
 	}
 	rep, err := parseWrkOutput(string(out))
 	if err != nil {
