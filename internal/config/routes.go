@@ -84,7 +84,7 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 			l.costHeader(o, r)
 			l.checkPathRewrite(o, r)
 		}
-	}}
+	}, extend: func(s schema) { s["not"] = schema{"required": []any{"strip_prefix", "rewrite"}} }}
 }
 
 // routePlan decodes a route's plan and returns every policy its plans may

@@ -55,7 +55,8 @@ const rewriteNginx = `
 var rewriteTargets = []string{
 	"/api/x", "/api/x?q=1", "/api/./x", "/api//x", "/api/%7Ex", "/api/a%2Fb", "/api",
 	"/api/", "/api/x?", "/api%2Fx", "/api/b/../c", "/api/a%20b", "/api/%C3%A9", "/api/x?a=%20&b=/c",
-	"/api/a;b=c", "/%61pi/x", "/api/.%2e/api/y",
+	"/api/a;b=c", "/%61pi/x", "/api/.%2e/api/y", "/api//a%3Fb", "/api/x%3F", "/api/a\"b?x=%20", "/api//a\"b",
+	"/api/a\"b%41", "/api//\xc3\xa9", "/api/\xc3\xa9?%41", "/api/<>^`{|}\\x", "/api/<>^`{|}\\x%41",
 }
 
 // TestRewriteAgainstNginx sends each target, on each Host, to a real
