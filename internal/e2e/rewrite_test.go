@@ -14,8 +14,9 @@ import (
 // rewriteRoutes puts each feature behind its own Host: rewrite.test
 // (rewrite, as nginx's location /api/ and = /api with proxy_pass
 // http://UP/prefix/), strip.test and strip2.test (strip_prefix, the URL's
-// /prefix/ after it), "*.example.com" (everything to /wild/), and a
-// catch-all (everything to /other/).
+// /prefix/ after it), root.test (location /api with proxy_pass http://UP/,
+// whose "//x" nginx forwards as it is), "*.example.com" (everything to
+// /wild/), and a catch-all (everything to /other/).
 const rewriteRoutes = `
 upstreams:
   bare: { url: "http://%[1]s" }
@@ -26,6 +27,7 @@ routes:
   - { name: strip, match: { host: strip.test, path_prefix: /api }, upstream: based, strip_prefix: /api }
   - { name: strip2, match: { host: strip2.test, path_prefix: /api/ }, upstream: based, strip_prefix: /api/ }
   - { name: strip2-exact, match: { host: strip2.test, path: /api }, upstream: based, strip_prefix: /api }
+  - { name: root, match: { host: root.test, path_prefix: /api }, upstream: bare, rewrite: / }
   - { name: wild, match: { host: "*.example.com" }, upstream: bare, rewrite: /wild/ }
   - { name: other, upstream: bare, rewrite: /other/ }
 `
@@ -37,6 +39,11 @@ const rewriteNginx = `
         server_name rewrite.test strip.test strip2.test;
         location /api/ { proxy_pass http://%[1]s/prefix/; }
         location = /api { proxy_pass http://%[1]s/prefix/; }
+    }
+    server {
+        listen {{listen}};
+        server_name root.test;
+        location /api { proxy_pass http://%[1]s/; }
     }
     server {
         listen {{listen}};
@@ -77,6 +84,12 @@ func TestRewriteAgainstNginx(t *testing.T) {
 		for _, target := range rewriteTargets {
 			sends = append(sends, send{h, target})
 		}
+	}
+	for _, target := range []string{"/api/x", "/api", "/apix", "/api//x?q", "/api/%2Fx"} {
+		sends = append(sends, send{"root.test", target})
+	}
+	for _, target := range []string{"http://rewrite.test/api/x?q=1", "http://rewrite.test/api/./a%20b", "http://strip.test/api", "http://a.b.example.com/x"} {
+		sends = append(sends, send{"other.test", target}) // absolute form: its host is the request's
 	}
 	for _, h := range []string{"a.example.com", "a.b.example.com", "example.com", "A.EXAMPLE.COM.", "xexample.com", "a.example.com:80", "example.com.", "a.example.co"} {
 		sends = append(sends, send{h, "/x?y=1"})

@@ -63,6 +63,10 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 	}
 	// One reverse proxy per route (sharing its upstream's pool), so
 	// upstream errors are counted per route.
+	routes := make(map[string]*config.Route, len(cfg.Routes))
+	for _, r := range cfg.Routes {
+		routes[r.Name] = r
+	}
 	for _, route := range limiter.Routes() {
 		u := cfg.Upstreams[route.Upstream]
 		if u == nil { // a route of a decision service only (listen: ""): nothing to forward to
@@ -88,21 +92,11 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 				}
 			}
 		}
-		pr := newPathRewrite(configRoute(cfg, route.Name))
+		pr := newPathRewrite(routes[route.Name])
 		up.plain = newReverseProxy(u, tr, ri, pr, errs, log, false)
 		up.limited = newReverseProxy(u, tr, ri, pr, errs, log, true)
 	}
 	return rt, nil
-}
-
-// configRoute is cfg's route named name (nil when there is none).
-func configRoute(cfg *config.Config, name string) *config.Route {
-	for _, r := range cfg.Routes {
-		if r.Name == name {
-			return r
-		}
-	}
-	return nil
 }
 
 // Close releases what only this Runtime uses: the quota endpoint's local
@@ -358,11 +352,10 @@ func setRequestTarget(pr *httputil.ProxyRequest, target *url.URL, base string, r
 		return
 	}
 	path, query, hasQuery := strings.Cut(raw, "?")
-	decoded := pr.In.URL.Path
+	rewritten := false
 	if rw != nil {
 		if p, ok := rw.apply(path); ok {
-			path, hasQuery = p, query != ""
-			decoded, _ = url.PathUnescape(p)
+			path, hasQuery, rewritten = p, query != "", true
 		}
 	}
 	out := pr.Out.URL
@@ -378,7 +371,10 @@ func setRequestTarget(pr *httputil.ProxyRequest, target *url.URL, base string, r
 	if base == "" && strings.HasPrefix(path, "//") {
 		// An Opaque "//x" would be written as "http://x": keep the
 		// escaped form instead (EscapedPath returns it when valid).
-		out.Path, out.RawPath = decoded, path
+		out.Path, out.RawPath = pr.In.URL.Path, path
+		if rewritten { // rewrite "/" after a prefix without its slash
+			out.Path, _ = url.PathUnescape(path)
+		}
 		return
 	}
 	out.Opaque = base + path
