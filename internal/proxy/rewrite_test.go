@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/reqview"
 )
 
 // TestPathRewrite: the path forwarded for a route's strip_prefix or
@@ -47,4 +50,72 @@ func TestPathRewrite(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { rewrite.apply("/api/v1/items/42") }); n != 1 {
 		t.Errorf("rewriting a clean path allocates %v times, want 1 (the new path)", n)
 	}
+}
+
+// FuzzPathRewrite: for any path reqview accepts, a rewritten path is a
+// request-target path that cannot be read as another request — no space,
+// control byte, "?" or "#", every "%" a valid escape — and unescaping it
+// gives back exactly the replacement followed by the rest of the
+// normalized path (nothing dropped, nothing decoded twice).
+func FuzzPathRewrite(f *testing.F) {
+	for _, s := range []string{"/api/x", "/api//x", "/api/%7Ex", "/api/a%2Fb", "/api%2F%3F%23%25%20x", "/api/./%2e%2e/y", "/api/\xc3\xa9%C3%A9", "/api"} {
+		f.Add(s)
+	}
+	rws := []*pathRewrite{
+		newPathRewrite(&config.Route{Match: config.Match{PathPrefix: "/api/"}, Rewrite: "/p/"}),
+		newPathRewrite(&config.Route{Match: config.Match{PathPrefix: "/api"}, StripPrefix: "/api"}),
+		newPathRewrite(&config.Route{Rewrite: "/"}),
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if raw == "" || raw[0] != '/' || strings.ContainsAny(raw, "?#\x7f") || strings.ContainsFunc(raw, func(r rune) bool { return r < 0x21 }) {
+			return // not a path reqview passes on
+		}
+		norm, ok := reqview.Path(raw)
+		if !ok {
+			return
+		}
+		for _, rw := range rws {
+			out, ok := rw.apply(raw)
+			if !ok {
+				continue
+			}
+			if strings.ContainsAny(out, "?# \x7f") || strings.ContainsFunc(out, func(r rune) bool { return r < 0x21 }) {
+				t.Fatalf("%q → %q: holds a byte that ends or splits a request line", raw, out)
+			}
+			want := rw.put + strings.TrimPrefix(norm, rw.cut)
+			if rw.strip && !strings.HasPrefix(want, "/") {
+				want = "/" + want
+			}
+			got := out
+			if strings.IndexByte(raw, '%') >= 0 {
+				if got, ok = unescapeAll(out); !ok {
+					t.Fatalf("%q → %q: a malformed escape", raw, out)
+				}
+			}
+			if got != want {
+				t.Fatalf("%q → %q, reads as %q, want %q", raw, out, got, want)
+			}
+		}
+	})
+}
+
+// unescapeAll decodes every %XX of s; false for a malformed one.
+func unescapeAll(s string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", false
+		}
+		n, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", false
+		}
+		b.WriteByte(byte(n))
+		i += 2
+	}
+	return b.String(), true
 }
