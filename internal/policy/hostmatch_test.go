@@ -1,6 +1,12 @@
 package policy
 
-import "testing"
+import (
+	"testing"
+
+	"rlproxy/internal/config"
+	"rlproxy/internal/reqview"
+	"rlproxy/internal/store/memory"
+)
 
 // TestHostMatches: a leading "*." matches every name below the rest at any
 // depth, case-insensitively, never the rest itself nor a name that merely
@@ -29,5 +35,36 @@ func TestHostMatches(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { hostMatches("A.B.Example.com", "*.example.com") }); n != 0 {
 		t.Errorf("hostMatches allocates %v times, want 0", n)
+	}
+}
+
+// TestMatchWildcardFirstMatch: a wildcard host is one more condition of
+// a route, and routes stay first-match in file order: an exact host
+// listed before the wildcard takes its name, one listed after it is
+// shadowed (unlike nginx's server_name, where an exact name always wins:
+// order the routes so).
+func TestMatchWildcardFirstMatch(t *testing.T) {
+	cfg, err := config.ParseWith("x.yaml", []byte(`
+upstreams: { app: { builtin: echo } }
+routes:
+  - { name: admin, match: { host: admin.example.com }, upstream: app }
+  - { name: wild, match: { host: "*.example.com" }, upstream: app }
+  - { name: shadowed, match: { host: api.example.com }, upstream: app }
+  - { name: rest, upstream: app }
+`), config.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(cfg, Options{Store: memory.New(memory.Options{SweepInterval: -1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]string{
+		"ADMIN.example.com": "admin", "api.example.com": "wild", "a.admin.example.com": "wild",
+		"example.com": "rest", "xexample.com": "rest", "": "rest",
+	} {
+		if got := l.Match(&reqview.View{Method: "GET", Host: host, Path: "/"}); got == nil || got.Name != want {
+			t.Errorf("Host %q: route %v, want %s", host, got, want)
+		}
 	}
 }
