@@ -88,7 +88,7 @@ func TestRewriteAgainstNginx(t *testing.T) {
 	for _, target := range []string{"/api/x", "/api", "/apix", "/api//x?q", "/api/%2Fx"} {
 		sends = append(sends, send{"root.test", target})
 	}
-	for _, target := range []string{"http://rewrite.test/api/x?q=1", "http://rewrite.test/api/./a%20b", "http://strip.test/api", "http://a.b.example.com/x"} {
+	for _, target := range []string{"http://rewrite.test/api/x?q=1", "http://rewrite.test/api/./a%20b", "http://strip.test/api", "http://a.b.example.com/x", "http://rewrite.test/api/a\"b", "http://a.example.com?q=1"} {
 		sends = append(sends, send{"other.test", target}) // absolute form: its host is the request's
 	}
 	for _, h := range []string{"a.example.com", "a.b.example.com", "example.com", "A.EXAMPLE.COM.", "xexample.com", "a.example.com:80", "example.com.", "a.example.co"} {

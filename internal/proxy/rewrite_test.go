@@ -119,3 +119,15 @@ func unescapeAll(s string) (string, bool) {
 	}
 	return b.String(), true
 }
+
+// TestOriginForm: an absolute-form target's path and query as sent.
+func TestOriginForm(t *testing.T) {
+	for in, want := range map[string]string{
+		"/a?b": "/a?b", "http://h/a%22b?q": "/a%22b?q", "http://h:80": "/", "https://h?q=1": "/?q=1",
+		"http://h/a\"b": "/a\"b", "": "",
+	} {
+		if got := originForm(in); got != want {
+			t.Errorf("originForm(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -342,11 +342,8 @@ func answerError(w http.ResponseWriter, r *http.Request, err error, u string, er
 // as well.
 func setRequestTarget(pr *httputil.ProxyRequest, target *url.URL, base string, rw *pathRewrite) {
 	raw := pr.In.RequestURI
-	if rw != nil && raw != "" && raw[0] != '/' && raw != "*" {
-		raw = pr.In.URL.EscapedPath() // absolute form
-		if pr.In.URL.RawQuery != "" || pr.In.URL.ForceQuery {
-			raw += "?" + pr.In.URL.RawQuery
-		}
+	if rw != nil {
+		raw = originForm(raw)
 	}
 	if raw == "" || raw[0] != '/' {
 		return
@@ -378,6 +375,26 @@ func setRequestTarget(pr *httputil.ProxyRequest, target *url.URL, base string, r
 		return
 	}
 	out.Opaque = base + path
+}
+
+// originForm returns the path and query of an absolute-form target as
+// the client sent them ("http://h/p?q" → "/p?q", "http://h?q" → "/?q",
+// nginx's empty path being "/"); any other target as it is. reqview has
+// refused every absolute form but scheme "://" authority [path] [query].
+func originForm(target string) string {
+	i := strings.Index(target, "://")
+	if target == "" || target[0] == '/' || i < 0 {
+		return target
+	}
+	rest := target[i+3:]
+	switch j := strings.IndexAny(rest, "/?"); {
+	case j < 0:
+		return "/"
+	case rest[j] == '?':
+		return "/" + rest[j:]
+	default:
+		return rest[j:]
+	}
 }
 
 // errClientBody makes ReverseProxy hand a response to ErrorHandler when
