@@ -9,6 +9,8 @@
 #   RLPROXY_STRESS_CLIENTS=10000 RLPROXY_STRESS_RUNS=5
 #   RLPROXY_STRESS_INSTANCES=1,3 RLPROXY_STRESS_CONNS=50,200,500
 #   RLPROXY_STRESS_TIMEOUT=...   (a valkey.timeout instead of the default)
+#   RLPROXY_STRESS_STALL=1       (a longer stall, seconds: a measurement of the
+#                                 headroom; fail-open decisions are logged, not judged)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH=$PATH:/usr/local/go/bin

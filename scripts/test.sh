@@ -97,7 +97,8 @@ done
 # 200,000 executions take 10-20 s each here. Minimizing an input is capped so
 # a slow minimization cannot stretch the run.
 echo "== fuzz (${FUZZTIME:=200000x} each)"
-for target in FuzzClientIP:./internal/realip FuzzKey:./internal/clientkey FuzzPath:./internal/reqview; do
+for target in FuzzClientIP:./internal/realip FuzzKey:./internal/clientkey FuzzSendable:./internal/upstream \
+  FuzzPath:./internal/reqview; do
   go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "$FUZZTIME" \
     -fuzzminimizetime 10s "${target#*:}"
 done

@@ -170,5 +170,8 @@ func printProblems(w io.Writer, err error) {
 		bw.WriteString(p.String())
 		bw.WriteByte('\n')
 	}
+	if ce.Stopped {
+		fmt.Fprintf(bw, "(stopped after %d problems: the rest of the file was not checked)\n", config.MaxProblems)
+	}
 	_ = bw.Flush()
 }

@@ -116,6 +116,12 @@ type Server struct {
 	// the process's open-file limit, leaving room for upstream and store
 	// connections (internal/server, limits.go).
 	MaxConnections int
+	// MaxConnectionsPerClient caps the open connections of one client
+	// address (an IPv6 address's /64), read after a PROXY protocol header;
+	// beyond it a new connection is closed at once. nil (the default)
+	// derives it from MaxConnections (internal/server, limits_conns.go);
+	// 0 turns it off.
+	MaxConnectionsPerClient *int
 	// ShutdownDelay is how long the listener keeps accepting after SIGTERM
 	// while /readyz answers 503, so load balancers stop sending first
 	// (default 5s; 0 = close at once).
@@ -236,6 +242,12 @@ type Upstream struct {
 	// CAFile verifies an https upstream (PEM); empty uses the system roots.
 	CAFile                string
 	ResponseHeaderTimeout time.Duration // default 30s
+	// ReadTimeout is the longest wait between two reads of the upstream's
+	// response body after its head (nginx proxy_read_timeout, default
+	// 60s; 0 = none). On expiry the response, already started, is cut:
+	// the client connection is closed. gRPC and text/event-stream
+	// responses follow server.stream_idle_timeout instead.
+	ReadTimeout time.Duration
 
 	// Host is the Host header sent upstream: "" (`host: client`, the
 	// default: the client's), HostUpstream (the server URL's host[:port],
@@ -426,6 +438,11 @@ type Route struct {
 	// trailer) whose whole-number value is the request's real cost
 	// (cost_response_header, settle.go); canonical form.
 	CostResponseHeader string
+	// Upgrades are the protocols a request may upgrade to (RFC 9110 §7.8),
+	// lower case, each "name" (any version) or "name/version"; an Upgrade
+	// naming none of them is dropped as hop-by-hop (nginx's default), so
+	// the upstream never switches. Default [websocket]; empty: none.
+	Upgrades []string
 	// StripPrefix is removed from the front of the path before it is
 	// forwarded ("" = none); Rewrite replaces RewriteCut instead, as
 	// nginx proxy_pass with a URI ("" = none). At most one is set.

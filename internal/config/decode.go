@@ -28,6 +28,9 @@ func (d *decoder) errorf(n *yaml.Node, field, format string, args ...any) {
 	if n != nil {
 		line = n.Line
 	}
+	if d.errs.full() {
+		return
+	}
 	d.errs.Problems = append(d.errs.Problems, Problem{File: d.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 

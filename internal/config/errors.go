@@ -42,16 +42,40 @@ func (p Problem) String() string {
 // `validate` run reports all mistakes at once rather than the first.
 type Errors struct {
 	Problems []Problem
+	// Stopped is true when decoding stopped at MaxProblems problems: the
+	// rest of the file was not checked (a file with that many problems is
+	// the wrong file, and checking on would cost memory per problem).
+	Stopped bool
 }
 
-// Error prints one problem per line.
+// MaxProblems is the number of problems after which a load stops decoding
+// (Errors.Stopped): enough to show any pattern in them, few enough that a
+// large wrong file (a million bad credentials) costs little memory.
+const MaxProblems = 1000
+
+// full reports whether e holds MaxProblems problems, and marks it stopped.
+func (e *Errors) full() bool {
+	if len(e.Problems) >= MaxProblems {
+		e.Stopped = true
+	}
+	return e.Stopped
+}
+
+// Error prints one problem per line, then a line saying decoding stopped
+// when it did.
 func (e *Errors) Error() string {
-	lines := make([]string, len(e.Problems))
+	lines := make([]string, len(e.Problems), len(e.Problems)+1)
 	for i, p := range e.Problems {
 		lines[i] = p.String()
 	}
+	if e.Stopped {
+		lines = append(lines, stoppedNote)
+	}
 	return strings.Join(lines, "\n")
 }
+
+// stoppedNote ends the list of problems of a load that stopped early.
+var stoppedNote = fmt.Sprintf("(stopped after %d problems: the rest of the file was not checked)", MaxProblems)
 
 // sortProblems orders problems by file (in order of first appearance, so
 // the config file comes before the keys files it names) then by line. The

@@ -61,24 +61,50 @@ func flatKeys(d *decoder, data string, p *Plans, plans []string, seen map[string
 	if !ok {
 		return false
 	}
+	flatAdd(d, flatText{data: data, first: 1}, count, p, plans, seen)
+	return true
+}
+
+// flatText is text of flat `credential: plan` lines: a keys_file (indent
+// 0, from line 1, problems naming no field) or an inline `keys:` block of
+// the config file cut out of its YAML (flatBlocks).
+type flatText struct {
+	data   string
+	indent int    // spaces before each credential
+	first  int    // the line number of data's first line
+	field  string // the field problems name
+}
+
+// line splits one line of f as flatLine does, after f's indentation.
+func (f flatText) line(text string) (key, val string, ok bool) {
+	if f.indent > 0 {
+		if len(text) <= f.indent || strings.TrimLeft(text[:f.indent], " ") != "" {
+			return "", "", false
+		}
+		text = text[f.indent:]
+	}
+	return flatLine(text)
+}
+
+// flatAdd adds f's count credentials to p.Keys, or reports f's problems.
+func flatAdd(d *decoder, f flatText, count int, p *Plans, plans []string, seen map[string]string) {
 	k := p.Keys
 	inline := k.Len()
 	k.list = slices.Grow(k.list, count)
-	if !flatValid(data, k, plans, seen) || repeated(k.list[inline:]) {
+	if !flatValid(f, k, plans, seen) || repeated(k.list[inline:]) {
 		k.list = k.list[:inline]
-		flatChecked(d, data, k, plans, seen)
+		flatChecked(d, f, k, plans, seen)
 	}
-	return true
 }
 
 // flatValid adds data's credentials to k until a line names an unknown
 // plan or a credential of seen (the inline keys), and reports whether none
 // did. It does not look for repeats within data.
-func flatValid(data string, k *Credentials, plans []string, seen map[string]string) bool {
-	for rest := data; rest != ""; {
+func flatValid(f flatText, k *Credentials, plans []string, seen map[string]string) bool {
+	for rest := f.data; rest != ""; {
 		var text string
 		text, rest, _ = strings.Cut(rest, "\n")
-		key, val, ok := flatLine(text)
+		key, val, ok := f.line(text)
 		if !ok {
 			continue // blank or comment
 		}
@@ -96,29 +122,29 @@ func flatValid(data string, k *Credentials, plans []string, seen map[string]stri
 // names the first mention) and an unknown plan. A credential whose plan
 // is unknown is still "listed", as in the YAML path, where seen is filled
 // before the plan is checked.
-func flatChecked(d *decoder, data string, k *Credentials, plans []string, seen map[string]string) {
-	first := map[string]int{} // this file's credential → line of its first mention
-	line := 0
-	for rest := data; rest != ""; {
+func flatChecked(d *decoder, f flatText, k *Credentials, plans []string, seen map[string]string) {
+	first := map[string]int{} // this text's credential → line of its first mention
+	line := f.first - 1
+	for rest := f.data; rest != "" && !d.errs.full(); {
 		var text string
 		text, rest, _ = strings.Cut(rest, "\n")
 		line++
-		key, val, ok := flatLine(text)
+		key, val, ok := f.line(text)
 		if !ok {
 			continue // blank or comment
 		}
 		if at, dup := seen[key]; dup {
-			d.errorf(&yaml.Node{Line: line}, "", "credential listed twice (first at %s)", at)
+			d.errorf(&yaml.Node{Line: line}, f.field, "credential listed twice (first at %s)", at)
 			continue
 		}
 		if at, dup := first[key]; dup {
-			d.errorf(&yaml.Node{Line: line}, "", "credential listed twice (first at %s:%d)", d.file, at)
+			d.errorf(&yaml.Node{Line: line}, f.field, "credential listed twice (first at %s:%d)", d.file, at)
 			continue
 		}
 		first[key] = line
 		i := slices.Index(plans, val)
 		if i < 0 {
-			d.errorf(&yaml.Node{Line: line}, "", "unknown plan %q%s", val, didYouMean(val, plans))
+			d.errorf(&yaml.Node{Line: line}, f.field, "unknown plan %q%s", val, didYouMean(val, plans))
 			continue
 		}
 		k.add(key, i, plans)

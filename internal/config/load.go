@@ -32,14 +32,28 @@ const builtinHashSecret = "rlproxy built-in key-hash secret: set store.key_hash_
 // override is checked as the file's value would be; its problems name its
 // Source where a file's name the file and line.
 func ParseWith(path string, data []byte, opts LoadOptions) (*Config, error) {
+	return parse(path, data, opts, true)
+}
+
+// parse is ParseWith; with cut, large inline `keys:` mappings are read
+// line by line outside the YAML tree (flatBlocks), unless one of them
+// turns out not to be a plan's keys: then data is parsed as written.
+func parse(path string, data []byte, opts LoadOptions, cut bool) (*Config, error) {
 	l := newLoader(path, opts)
 	l.hash(data)
-	if root, ok := l.document(data); ok {
+	yml := data
+	if cut {
+		yml, l.blocks = flatBlocks(data)
+	}
+	if root, ok := l.document(yml); ok {
 		line := 0
 		if root != nil {
 			line = root.Line
 		}
 		l.decode(root, "", line, l.topSection())
+	}
+	if !l.blocksUsed() {
+		return parse(path, data, opts, false)
 	}
 	if errs := l.errs; len(errs.Problems) > 0 {
 		sortProblems(errs.Problems)
@@ -90,6 +104,9 @@ type loader struct {
 	opts   LoadOptions // overrides and file size limit
 	dir    string      // the config file's directory: relative paths start here
 	digest hash.Hash   // SHA-256 over the config file and each keys_file
+	// blocks are the inline keys mappings read outside the YAML, by the
+	// line of their `keys:` (inlinekeys.go).
+	blocks map[int]*flatBlock
 }
 
 // hash adds one file's bytes to the digest, length first so that file

@@ -271,8 +271,8 @@ func TestSpecExample(t *testing.T) {
 		Response:      Response{Status: 429, Headers: HeadersRateLimit},
 		QuotaEndpoint: QuotaEndpoint{Limit: algo.Limit{Kind: algo.TokenBucket, Count: 10, Period: 1000, Burst: 20}},
 		Upstreams: map[string]*Upstream{
-			"app":  withPoolDefaults(&Upstream{Name: "app", URL: mustURL(t, "http://127.0.0.1:9000"), ResponseHeaderTimeout: 30 * time.Second}),
-			"demo": {Name: "demo", Builtin: "echo", ResponseHeaderTimeout: 30 * time.Second},
+			"app":  withPoolDefaults(&Upstream{Name: "app", URL: mustURL(t, "http://127.0.0.1:9000"), ResponseHeaderTimeout: 30 * time.Second, ReadTimeout: time.Minute}),
+			"demo": {Name: "demo", Builtin: "echo", ResponseHeaderTimeout: 30 * time.Second, ReadTimeout: time.Minute},
 		},
 		Policies: map[string]*Policy{
 			"login": {Name: "login", Line: 27, Key: ipKey, OnStoreError: FailClosed,
@@ -287,9 +287,9 @@ func TestSpecExample(t *testing.T) {
 		PolicyOrder: []string{"login", "api", "hourly"},
 		Plans:       map[string]*Plans{},
 		Routes: []*Route{
-			{Name: "login", Match: Match{PathPrefix: "/login", Methods: []string{"POST"}}, Upstream: "app", Policies: []string{"login"}, Cost: 1},
-			{Name: "api", Match: Match{PathPrefix: "/api/"}, Upstream: "app", Policies: []string{"api", "hourly"}, Cost: 1},
-			{Name: "rest", Match: Match{PathPrefix: "/"}, Upstream: "app", Cost: 1},
+			{Name: "login", Match: Match{PathPrefix: "/login", Methods: []string{"POST"}}, Upstream: "app", Policies: []string{"login"}, Cost: 1, Upgrades: []string{"websocket"}},
+			{Name: "api", Match: Match{PathPrefix: "/api/"}, Upstream: "app", Policies: []string{"api", "hourly"}, Cost: 1, Upgrades: []string{"websocket"}},
+			{Name: "rest", Match: Match{PathPrefix: "/"}, Upstream: "app", Cost: 1, Upgrades: []string{"websocket"}},
 		},
 	}
 	checkConfig(t, c, want)
@@ -327,7 +327,7 @@ func TestExtensions(t *testing.T) {
 		Response:      Response{Status: 503, Headers: HeadersXRateLimit | HeadersRateLimitLegacy},
 		QuotaEndpoint: QuotaEndpoint{Path: "/quota", Limit: algo.Limit{Kind: algo.TokenBucket, Count: 5, Period: 1000, Burst: 10}},
 		Upstreams: map[string]*Upstream{
-			"app": withPoolDefaults(&Upstream{Name: "app", URL: mustURL(t, "https://api.internal:8443/base"), ResponseHeaderTimeout: 5 * time.Second}),
+			"app": withPoolDefaults(&Upstream{Name: "app", URL: mustURL(t, "https://api.internal:8443/base"), ResponseHeaderTimeout: 5 * time.Second, ReadTimeout: time.Minute}),
 		},
 		Policies: map[string]*Policy{
 			"sms": {Name: "sms", Line: 34, Key: jwtKey, DryRun: true,
@@ -345,8 +345,8 @@ func TestExtensions(t *testing.T) {
 		PolicyOrder: []string{"sms", "pool", "tenant", "daily"},
 		Plans:       map[string]*Plans{},
 		Routes: []*Route{
-			{Name: "sms", Match: Match{Host: "api.example.com", Path: "/sms", Methods: []string{"POST", "PUT"}}, Upstream: "app", Policies: []string{"sms", "pool"}, Cost: 2},
-			{Name: "tenant", Match: Match{PathRegex: regexp.MustCompile("^/t/[a-z]+$")}, Upstream: "app", Policies: []string{"tenant", "daily"}, Cost: 1},
+			{Name: "sms", Match: Match{Host: "api.example.com", Path: "/sms", Methods: []string{"POST", "PUT"}}, Upstream: "app", Policies: []string{"sms", "pool"}, Cost: 2, Upgrades: []string{"websocket"}},
+			{Name: "tenant", Match: Match{PathRegex: regexp.MustCompile("^/t/[a-z]+$")}, Upstream: "app", Policies: []string{"tenant", "daily"}, Cost: 1, Upgrades: []string{"websocket"}},
 		},
 	}
 	checkConfig(t, c, want)

@@ -68,6 +68,9 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 			l.checkCost(n, p, c, slices.Concat(r.Policies, planPolicies))
 		}
 	}}
+	upgrades := value{func() schema { return listShape(protocolShape(), false) }, func(n *yaml.Node, p string) {
+		r.Upgrades = l.upgrades(n, p)
+	}}
 	return &section{fields: append([]field{
 		{name: "name", need: "required: names the route in metrics and logs", value: name,
 			doc: "Names the route in metrics and logs; unique; \"" + ReservedRouteName + "\" is reserved."},
@@ -79,12 +82,46 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 		{name: "cost", def: "1", value: cost, doc: "Requests charged per request, at most every policy's quota."},
 		{name: "cost_response_header", value: checked(headerNameShape),
 			doc: "Response header whose integer value is the request's cost, settled after the response (for example X-Tokens-Used); absent: cost."},
+		{name: "upgrades", def: "[websocket]", value: upgrades,
+			doc: "Protocols a request may upgrade to (Upgrade header), any case: a name (any version) or name/version, e.g. websocket, tcp, SPDY/3.1; any other Upgrade, h2c included, is dropped; []: none."},
 	}, l.pathRewriteFields(r)...), check: func(o object) {
 		if !o.bad {
 			l.costHeader(o, r)
 			l.checkPathRewrite(o, r)
 		}
 	}, extend: func(s schema) { s["not"] = schema{"required": []any{"strip_prefix", "rewrite"}} }}
+}
+
+// protocolShape is an Upgrade protocol: a token, optionally "/" and a
+// version token (RFC 9110 §7.8).
+func protocolShape() schema {
+	const token = "[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+	return schema{"type": "string", "pattern": "^" + token + "(/" + token + ")?$"}
+}
+
+// upgrades decodes a route's upgrades: protocols, none twice, lower-cased
+// (protocol names compare case-insensitively).
+func (l *loader) upgrades(n *yaml.Node, path string) []string {
+	items, protos, ok := l.strings(n, path, false)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(protos))
+	for i, s := range protos {
+		name, version, versioned := strings.Cut(s, "/")
+		s = strings.ToLower(s)
+		switch {
+		case !isToken(name) || versioned && !isToken(version):
+			l.errorf(items[i], index(path, i), "%q: want a protocol such as websocket, tcp or SPDY/3.1 (RFC 9110 §7.8)", protos[i])
+		case strings.EqualFold(name, "h2c"):
+			l.errorf(items[i], index(path, i), "%q: rlproxy never forwards an upgrade to HTTP/2 (clients reach it by HTTP/2 itself)", protos[i])
+		case slices.Contains(out, s):
+			l.errorf(items[i], index(path, i), "%q: listed twice", protos[i])
+		default:
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // routePlan decodes a route's plan and returns every policy its plans may
@@ -249,9 +286,20 @@ func (l *loader) plansSection(p *Plans, line int) *section {
 			p.Default = s
 		}
 	}}
-	keys := value{func() schema { return namedShape(stringShape(), "") }, func(n *yaml.Node, path string) { credentials(l.decoder, n, path, p, names, seen) }}
+	var block *flatBlock // the inline keys, when read outside the YAML
+	keys := value{func() schema { return namedShape(stringShape(), "") }, func(n *yaml.Node, path string) {
+		if block = l.inlineBlock(n); block != nil {
+			block.field = path
+			flatAdd(l.decoder, block.flatText, block.count, p, names, seen)
+			return
+		}
+		credentials(l.decoder, n, path, p, names, seen)
+	}}
 	keysFile := value{stringShape, func(n *yaml.Node, path string) {
 		if f, ok := l.filePath(n, path, l.dir); ok {
+			if block != nil { // a keys_file's credentials must not repeat them
+				block.addSeen(l.file, seen)
+			}
 			l.keysFile(n, path, f, p, names, seen)
 		}
 	}}

@@ -74,6 +74,8 @@ func (l *loader) serverSection() *section {
 			doc: "Longest a write of the response to a slow client may stall (nginx send_timeout); 0 = none."},
 		{name: "max_connections", def: "0", value: l.intVal(&s.MaxConnections, 0, maxConnectionsLimit),
 			doc: "Most client connections open at once on the public listener; 0 = derived from the open-file limit."},
+		{name: "max_connections_per_client", value: l.optIntVal(&s.MaxConnectionsPerClient, 0, maxConnectionsLimit),
+			doc: "Most connections one client address (IPv6: its /64) may hold open on the public listener, counted after a PROXY protocol header; absent = derived from max_connections (an eighth, at least min(64, half)); 0 = off."},
 		{name: "shutdown_delay", def: DefaultShutdownDelay.String(), value: l.durationVal(&s.ShutdownDelay, true),
 			doc: "At shutdown, how long /readyz answers 503 before the listener closes (load balancers see it); 0 = none."},
 		{name: "h2c", def: "false", value: l.boolVal(&s.H2C), doc: "Accept cleartext HTTP/2 with prior knowledge on a plain listener, next to HTTP/1.1."},
@@ -340,6 +342,8 @@ func (l *loader) upstreamSection(u *Upstream) *section {
 			{name: "ca_file", value: caFile, doc: "PEM CA bundle verifying an https upstream; default the system roots."},
 			{name: "response_header_timeout", def: "30s", value: l.durationVal(&u.ResponseHeaderTimeout, false),
 				doc: "Longest wait for the upstream's response headers; past it the client gets 504."},
+			{name: "read_timeout", def: "60s", value: l.durationVal(&u.ReadTimeout, true),
+				doc: "Longest wait between two reads of the upstream's response body (nginx proxy_read_timeout; 0 = none); past it the response is cut and the client connection closed. gRPC and event streams follow server.stream_idle_timeout."},
 		}, slices.Concat(forwardingFields(), poolFields())...),
 		// The pool before ca_file, which needs the servers' scheme.
 		pre: func(o object) {

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
 
 // Defaults of the client-side bounds (docs/reference/config.md).
 const (
@@ -14,3 +18,14 @@ const (
 	// maxConnectionsLimit bounds server.max_connections: beyond any fd limit.
 	maxConnectionsLimit = 100_000_000
 )
+
+// optIntVal is a whole number within [lo, hi] stored in a new *dst; an
+// absent field leaves *dst nil (a default derived elsewhere).
+func (d *decoder) optIntVal(dst **int, lo, hi int64) value {
+	return value{func() schema { return intShape(lo, hi) }, func(n *yaml.Node, path string) {
+		if v, ok := d.integer(n, path, lo, hi); ok {
+			i := int(v)
+			*dst = &i
+		}
+	}}
+}

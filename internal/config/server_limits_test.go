@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strconv"
 	"testing"
 	"time"
 )
@@ -35,6 +36,35 @@ func TestServerLimits(t *testing.T) {
 		_, err := ParseWith("x.yaml", []byte(tt.src+tail), LoadOptions{})
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("%q: got %v\nwant %s", tt.src, err, tt.want)
+		}
+	}
+}
+
+// TestMaxConnectionsPerClient: absent = derived (nil), 0 = off, a number
+// as written; a negative or non-numeric value is reported as
+// FILE:LINE: field: message.
+func TestMaxConnectionsPerClient(t *testing.T) {
+	const tail = "upstreams: { app: { builtin: echo } }\nroutes: [{ name: r, upstream: app }]\n"
+	for src, want := range map[string]string{"": "<nil>", "server: { max_connections_per_client: 0 }\n": "0", "server:\n  max_connections_per_client: 10\n": "10"} {
+		c, err := ParseWith("x.yaml", []byte(src+tail), LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := "<nil>"
+		if p := c.Server.MaxConnectionsPerClient; p != nil {
+			got = strconv.Itoa(*p)
+		}
+		if got != want {
+			t.Errorf("%q: max_connections_per_client %s, want %s", src, got, want)
+		}
+	}
+	for src, want := range map[string]string{
+		"server:\n  max_connections_per_client: -1\n":    `x.yaml:2: server.max_connections_per_client: -1: want a whole number from 0 to 100000000`,
+		"server:\n\n  max_connections_per_client: ten\n": `x.yaml:3: server.max_connections_per_client: "ten": want a whole number`,
+	} {
+		_, err := ParseWith("x.yaml", []byte(src+tail), LoadOptions{})
+		if err == nil || err.Error() != want {
+			t.Errorf("%q: got %v\nwant %s", src, err, want)
 		}
 	}
 }

@@ -19,6 +19,9 @@ func (e *Errors) Summary(n int) string {
 	for i, p := range e.Problems {
 		if i == n {
 			fmt.Fprintf(&b, "\nand %d more problems (rlproxy validate lists them all)", len(e.Problems)-n)
+			if e.Stopped {
+				b.WriteString("\n" + stoppedNote)
+			}
 			break
 		}
 		if i > 0 {

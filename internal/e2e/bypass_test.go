@@ -139,8 +139,8 @@ var bypassListeners = []bypassListener{{"plain", false, false}, {"tls", false, t
 // front of one raw upstream: rlproxy refuses (400) or limits (429) each
 // one — never the catch-all's 200 — as nginx does on HTTP/1.1, the
 // upstream receives none of them, every request line it does receive is
-// an origin-form one, and each 400 is counted once in
-// rlproxy_bad_requests_total under its reason.
+// an origin-form one, each 400 on HTTP/1 closes the connection, and each
+// 400 is counted once in rlproxy_bad_requests_total under its reason.
 func TestBypassSpellings(t *testing.T) {
 	e2eAwayFromBoundary(t, time.Hour, time.Minute)
 	up := newRawUpstream(t)
@@ -162,7 +162,7 @@ func TestBypassSpellings(t *testing.T) {
 		}
 		nc := c
 		nc.name = "nginx " + c.name // what nginx forwards is not checked
-		if got := bypassH1(t, ng.Addr, nil, nc); got != c.nginx {
+		if got, _ := bypassH1(t, ng.Addr, nil, nc); got != c.nginx {
 			t.Errorf("nginx %s: %d, want %d", c.name, got, c.nginx)
 		}
 	}
@@ -182,7 +182,10 @@ func TestBypassSpellings(t *testing.T) {
 			case l.h2 && c.h2 != nil:
 				got = h2Exchange(t, h2Dial(t, addr, cfg), h2Fields(append(c.h2, "x-case", c.name)...), c.body)
 			case !l.h2 && c.h1 != "":
-				got = bypassH1(t, addr, cfg, c)
+				var closed bool
+				if got, closed = bypassH1(t, addr, cfg, c); got == 400 && !closed {
+					t.Errorf("%s %s: 400 without Connection: close", l.name, c.name)
+				}
 			default:
 				continue
 			}
@@ -225,15 +228,16 @@ func bypassSpend(t *testing.T, addr string, cfg *tls.Config, up *rawUpstream) {
 		"GET /exact HTTP/1.1\r\nHost: h\r\n\r\n",
 		"GET /auth HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer real\r\n\r\n",
 	} {
-		if got := bypassH1(t, addr, cfg, bypassCase{name: "spend", h1: raw}); got != 200 {
+		if got, _ := bypassH1(t, addr, cfg, bypassCase{name: "spend", h1: raw}); got != 200 {
 			t.Fatalf("%s: spending the budget: %d, want 200", addr, got)
 		}
 	}
 }
 
 // bypassH1 sends c.h1 on a new connection to addr (over TLS, ALPN
-// http/1.1, when cfg is not nil) and returns the response status (0: none).
-func bypassH1(t *testing.T, addr string, cfg *tls.Config, c bypassCase) int {
+// http/1.1, when cfg is not nil) and returns the response status (0: none)
+// and whether the response closes the connection.
+func bypassH1(t *testing.T, addr string, cfg *tls.Config, c bypassCase) (int, bool) {
 	t.Helper()
 	var conn net.Conn
 	var err error
@@ -256,11 +260,11 @@ func bypassH1(t *testing.T, addr string, cfg *tls.Config, c bypassCase) int {
 	method, _, _ := strings.Cut(line, " ")
 	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return resp.StatusCode
+	return resp.StatusCode, resp.Close
 }
 
 // bypassCounted wants in's rlproxy_bad_requests_total to be exactly want

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,18 +16,48 @@ import (
 
 	"rlproxy/internal/store/valkey"
 	"rlproxy/internal/testutil/fleet"
+	"rlproxy/internal/testutil/promrules"
 	"rlproxy/internal/testutil/rediscluster"
 )
 
-// TestClusterMasterKilled (issue 21): a 3+3 Redis Cluster on loopback, one
-// rlproxy, steady load from 240 clients spread over the three masters'
-// slots; one master is killed. Decisions for keys on the two others keep
-// succeeding (>= 99 %), breakers open only for the dead master's slots
-// (the dead node, and at most its replica while it takes over), its
-// keys follow their fail mode (deny: 503) until the replica has taken
-// over and then succeed again, and rlproxy_store_fallback_decisions_total
-// equals the 503s the clients saw.
+// TestClusterMasterKilled: a 3+3 Redis Cluster on loopback, one rlproxy,
+// steady load from 240 clients spread over the three masters' slots; one
+// master is SIGKILLed. Decisions for keys on the two others keep
+// succeeding (>= 99 %); the dead master's keys follow their fail mode
+// (deny: 503) until its replica has taken over, and once the new owner
+// has answered one of them none fails again (measured by the clients);
+// rlproxy_breaker_open returns to 0 within 5 s of the replica owning the
+// slots and stays 0, the dead node's rlproxy_store_node_up series is
+// gone, the promoted replica's breaker never opens, and
+// rlproxy_store_fallback_decisions_total equals the 503s the clients saw.
+// The shipped RlproxyBreakerOpen alert, fed the scraped series, fires
+// during the outage and is resolved after it. RLPROXY_FAILOVER_RUNS=N
+// repeats it N times (scripts/failover-runs.sh: 5).
 func TestClusterMasterKilled(t *testing.T) {
+	runs := 1
+	if n, err := strconv.Atoi(os.Getenv("RLPROXY_FAILOVER_RUNS")); err == nil && n > 1 {
+		runs = n
+	}
+	for i := range runs {
+		t.Run(fmt.Sprint("run", i+1), clusterMasterKilled)
+	}
+}
+
+// clusterTally counts the answers of one group of clients.
+type clusterTally struct{ ok, unavailable, other atomic.Int64 }
+
+func (tl *clusterTally) add(code int) {
+	switch code {
+	case http.StatusOK:
+		tl.ok.Add(1)
+	case http.StatusServiceUnavailable:
+		tl.unavailable.Add(1)
+	default:
+		tl.other.Add(1)
+	}
+}
+
+func clusterMasterKilled(t *testing.T) {
 	cl := rediscluster.StartReplicated(t, 3)
 	up := newOKUpstream(t)
 	f := fleet.Start(t, 1, fmt.Sprintf(`
@@ -66,10 +97,11 @@ routes:
 		t.Fatalf("client 0's master %s is not one of %v", dead, cl.Addrs)
 	}
 
-	type tally struct{ ok, unavailable, other atomic.Int64 }
-	var live, gone tally // requests of clients on the other masters, on the killed one
-	var afterFailover atomic.Bool
-	var goneAfter tally
+	var live, gone, goneAfter clusterTally // other masters' clients; the dead one's before and after the new owner answered
+	// takenOver: when the replica owned the slots (UnixNano, 0 before);
+	// answered: when the first request of a dead-master client sent after
+	// that was answered 200 (the new owner answers).
+	var takenOver, answered atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -85,54 +117,68 @@ routes:
 				i := int(next.Add(1)) % clients
 				req, _ := http.NewRequest(http.MethodGet, f.URL(0)+"/x", nil)
 				req.Header.Set("X-Forwarded-For", ips[i])
+				sent := time.Now().UnixNano()
 				code := 0
 				if resp, err := c.Do(req); err == nil {
 					code = resp.StatusCode
 					resp.Body.Close()
 				}
-				tl := &live
-				if owner[i] == dead {
-					tl = &gone
-					if afterFailover.Load() {
-						tl = &goneAfter
-					}
-				}
-				switch code {
-				case http.StatusOK:
-					tl.ok.Add(1)
-				case http.StatusServiceUnavailable:
-					tl.unavailable.Add(1)
+				switch {
+				case owner[i] != dead:
+					live.add(code)
+				case answered.Load() != 0 && sent > answered.Load():
+					goneAfter.add(code)
 				default:
-					tl.other.Add(1)
+					gone.add(code)
+					if to := takenOver.Load(); code == http.StatusOK && to != 0 && sent > to {
+						answered.CompareAndSwap(0, time.Now().UnixNano())
+					}
 				}
 			}
 		})
 	}
+	rec := promrules.NewRecording("rlproxy_breaker_open")
+	metrics := f.AdminURL(0) + "/metrics"
 	time.Sleep(time.Second)
+	for range 2 {
+		rec.Scrape(t, metrics)
+		time.Sleep(alertStep)
+	}
 	killed := time.Now()
-	cl.Nodes[victim].Stop()
-	// Failover: the dead master's slots answer again (from the replica)
-	// through rlproxy, for 1 s in a row.
-	// Failover takes ~2-4 s (cluster-node-timeout 1 s); allow for a loaded machine.
-	for give := time.Now().Add(45 * time.Second); topo.Node(ipKey(ips[0])) == dead; time.Sleep(100 * time.Millisecond) {
+	cl.Nodes[victim].Stop() // SIGKILL
+	// Failover: the replica owns the dead master's slots (~2-4 s with
+	// cluster-node-timeout 1 s; allow for a loaded machine). One scrape
+	// per alertStep meanwhile.
+	for give := time.Now().Add(45 * time.Second); topo.Node(ipKey(ips[0])) == dead; {
 		if time.Now().After(give) {
 			close(stop)
 			wg.Wait()
 			nodes, _ := cl.Nodes[(victim+1)%len(cl.Nodes)].Do(t, "CLUSTER", "NODES").ToString()
 			t.Fatalf("the replica did not take over the dead master's slots in 45 s; CLUSTER NODES:\n%s", nodes)
 		}
+		rec.Scrape(t, metrics)
+		time.Sleep(clusterStep)
 	}
+	takenOver.Store(time.Now().UnixNano())
 	failover := time.Since(killed)
-	heir := topo.Node(ipKey(ips[0]))    // the promoted replica
-	time.Sleep(1500 * time.Millisecond) // rlproxy reads the topology every second
-	afterFailover.Store(true)
-	time.Sleep(time.Second)
+	outage := rec.Steps() - 1 // the last scrape before the takeover
+	heir := topo.Node(ipKey(ips[0]))
+	closedIn := clusterBreakerCloses(t, metrics, 5*time.Second)
+	// Stays closed: 12 more scrapes (3 s), all 0.
+	after := rec.Steps()
+	for range 12 {
+		time.Sleep(clusterStep)
+		rec.Scrape(t, metrics)
+		if v := scrapeCounter(t, f.AdminURL(0), "rlproxy_breaker_open"); v != 0 {
+			t.Errorf("rlproxy_breaker_open = %v %v after the takeover, want 0 once closed", v, time.Since(killed)-failover)
+		}
+	}
 	close(stop)
 	wg.Wait()
 
 	liveN := live.ok.Load() + live.unavailable.Load() + live.other.Load()
-	t.Logf("failover after %v; other masters' clients: %d of %d ok; dead master's: %d ok, %d 503, %d other until failover, then %d ok, %d 503, %d other",
-		failover.Round(time.Millisecond), live.ok.Load(), liveN, gone.ok.Load(), gone.unavailable.Load(), gone.other.Load(),
+	t.Logf("failover after %v, breaker closed %v after it; other masters' clients: %d of %d ok; dead master's: %d ok, %d 503, %d other until the new owner answered, then %d ok, %d 503, %d other",
+		failover.Round(time.Millisecond), closedIn.Round(time.Millisecond), live.ok.Load(), liveN, gone.ok.Load(), gone.unavailable.Load(), gone.other.Load(),
 		goneAfter.ok.Load(), goneAfter.unavailable.Load(), goneAfter.other.Load())
 	if liveN == 0 || float64(live.ok.Load()) < 0.99*float64(liveN) {
 		t.Errorf("other masters' clients: %d of %d ok, want >= 99 %%", live.ok.Load(), liveN)
@@ -142,22 +188,79 @@ routes:
 			gone.other.Load(), live.other.Load(), gone.unavailable.Load())
 	}
 	if goneAfter.ok.Load() == 0 || goneAfter.unavailable.Load() != 0 {
-		t.Errorf("after failover the dead master's clients got %d ok, %d 503; want all ok", goneAfter.ok.Load(), goneAfter.unavailable.Load())
+		t.Errorf("after the new owner answered, the dead master's clients got %d ok, %d 503; want all ok", goneAfter.ok.Load(), goneAfter.unavailable.Load())
 	}
 	closed := scrapeCounter(t, f.AdminURL(0), `rlproxy_store_fallback_decisions_total{mode="closed",policy="p"}`)
 	if want := float64(gone.unavailable.Load() + live.unavailable.Load() + goneAfter.unavailable.Load()); closed != want {
 		t.Errorf("rlproxy_store_fallback_decisions_total{mode=closed} = %v, clients saw %v 503s", closed, want)
 	}
-	for _, line := range strings.Split(f.Procs[0].Log(), "\n") {
-		// The promoted replica may fail a few round trips while it takes
-		// over (its breaker then covers the dead master's slots only).
-		if strings.Contains(line, "circuit breaker open") && !strings.Contains(line, "node="+dead) && !strings.Contains(line, "node="+heir) {
-			t.Errorf("a breaker opened for a node other than %s (dead) and %s (its replica): %s", dead, heir, line)
+	if v := scrapeCounter(t, f.AdminURL(0), `rlproxy_store_node_up{node="`+dead+`"}`); v != 0 || clusterHasSeries(t, metrics, `rlproxy_store_node_up{node="`+dead+`"}`) {
+		t.Errorf("rlproxy_store_node_up{node=%q} still exposed after the node left the topology", dead)
+	}
+	log := f.Procs[0].Log()
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "circuit breaker open") && !strings.Contains(line, "node="+dead) {
+			t.Errorf("a breaker opened for a node other than %s (dead; %s is its promoted replica): %s", dead, heir, line)
 		}
 	}
-	if !strings.Contains(f.Procs[0].Log(), "node="+dead) {
+	if !strings.Contains(log, "node="+dead) {
 		t.Errorf("the dead node's breaker never opened")
 	}
+	// Firing during the outage: at the last scrape with the breaker open
+	// (for: 2m is 3 scrapes), which the outage must reach.
+	open := rec.Values(`rlproxy_breaker_open{job="rlproxy",instance="test"}`)
+	last := outage
+	for last >= 0 && open[last] != "1" {
+		last--
+	}
+	run := 0
+	for i := last; i >= 0 && open[i] == "1"; i-- {
+		run++
+	}
+	if run < 3 {
+		t.Fatalf("rlproxy_breaker_open was 1 in %d scrapes of the outage (%v), want >= 3 to judge the alert", run, open)
+	}
+	rec.Check(t, alertRules, "RlproxyBreakerOpen", map[int]bool{1: false, last: true, after + 11: false})
+}
+
+// clusterStep is the time between two scrapes (promtool minutes) of the
+// failover: the outage lasts 1-4 s.
+const clusterStep = 100 * time.Millisecond
+
+// clusterBreakerCloses waits (up to within) for the instance's
+// rlproxy_breaker_open to read 0 and returns how long that took.
+func clusterBreakerCloses(t *testing.T, metrics string, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !clusterHasSeries(t, metrics, "rlproxy_breaker_open 0") {
+		if time.Since(start) > within {
+			t.Errorf("rlproxy_breaker_open still 1 %v after the replica owned the slots, want 0 within %v", time.Since(start).Round(time.Millisecond), within)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// clusterHasSeries reports whether metrics (a /metrics URL) has a line
+// starting with series.
+func clusterHasSeries(t *testing.T, metrics, series string) bool {
+	t.Helper()
+	resp, err := http.Get(metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, series) {
+			return true
+		}
+	}
+	return false
 }
 
 // ipKey is the state key of policy p for ip (its hash tag decides the slot).

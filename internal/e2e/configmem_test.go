@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"rlproxy/internal/config"
 	"rlproxy/internal/testutil/fleet"
 )
 
@@ -86,11 +87,18 @@ func memStatus(t *testing.T, pid int) (peak, rss int64) {
 }
 
 // memValidatePeak runs `rlproxy validate` on cfg and returns its peak RSS
-// (getrusage maxrss) in bytes.
+// (getrusage maxrss) in bytes; cfg must be valid.
 func memValidatePeak(t *testing.T, cfg string) int64 {
+	return memValidate(t, cfg, true)
+}
+
+// memValidate runs `rlproxy validate` on cfg, which must be valid (ok) or
+// be refused, and returns its peak RSS in bytes.
+func memValidate(t *testing.T, cfg string, ok bool) int64 {
 	cmd := exec.Command(fleet.Binary(t), "validate", "-config", cfg)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("validate %s: %v\n%.2000s", cfg, err, out)
+	out, err := cmd.CombinedOutput()
+	if (err == nil) != ok {
+		t.Fatalf("validate %s: %v, want valid %v\n%.2000s", cfg, err, ok, out)
 	}
 	return cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
 }
@@ -102,8 +110,10 @@ func memValidatePeak(t *testing.T, cfg string) int64 {
 // layer's index of hashed credentials, then releases the config's copy);
 // its steady RSS is logged. An invalid config of
 // the same size (every credential inline, with an unknown plan) is refused
-// on reload with one log line under 64 KiB listing 100 problems and how
-// many more, and RSS comes back within 50 MB of where it was.
+// by validate and on reload, each peaking at most 4× the file over where
+// it started (the inline keys are read line by line, not as a YAML tree),
+// with one log line under 64 KiB listing 100 problems and how many more,
+// and RSS comes back within 50 MB of where it was.
 func TestConfigMemory(t *testing.T) {
 	n := memKeys(t)
 	dir := t.TempDir()
@@ -139,6 +149,18 @@ func TestConfigMemory(t *testing.T) {
 	head := "listen: \"127.0.0.1:0\"\nadmin_listen: \"127.0.0.1:0\"\n" + memConfig("keys:")
 	tmp := p.ConfigPath + ".tmp"
 	bad := memWriteKeys(t, tmp, head, "      ", "gold", n)
+	badPeak := memValidate(t, tmp, false)
+	t.Logf("validate of the invalid config (%.1f MB): peak RSS %.1f MB, %.1f MB over the baseline (%.2f× the file)",
+		mb(bad), mb(badPeak), mb(badPeak-vBase), float64(badPeak-vBase)/float64(bad))
+	if badPeak-vBase > 4*bad {
+		t.Errorf("validate of the invalid config: peak RSS %.1f MB over the baseline, want at most 4× the %.1f MB file", mb(badPeak-vBase), mb(bad))
+	}
+	// The reload's own peak: VmHWM reset to the current RSS (proc(5),
+	// clear_refs "5").
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.Pid()), []byte("5"), 0); err != nil {
+		t.Fatalf("resetting the peak RSS: %v", err)
+	}
+	_, before = memStatus(t, p.Pid())
 	if err := os.Rename(tmp, p.ConfigPath); err != nil {
 		t.Fatal(err)
 	}
@@ -163,11 +185,18 @@ func TestConfigMemory(t *testing.T) {
 		peak, after = memStatus(t, p.Pid())
 	}
 	listed := strings.Count(line, "unknown plan")
-	more := fmt.Sprintf("and %d more problems", n-100)
-	t.Logf("invalid config of %.1f MB (%d problems): log line %d bytes, %d listed; peak RSS %.1f MB; RSS %.1f MB before, %.1f MB after",
-		mb(bad), n, len(line), listed, mb(peak), mb(before), mb(after))
+	// Decoding stops at config.MaxProblems problems: the log line says so.
+	more := fmt.Sprintf("and %d more problems", min(n, config.MaxProblems)-100)
+	if n > config.MaxProblems {
+		more += " (rlproxy validate lists them all)\\n(stopped after"
+	}
+	t.Logf("invalid config of %.1f MB (%d problems): log line %d bytes, %d listed; reload peak RSS %.1f MB, %.1f MB over %.1f MB before (%.2f× the file); RSS %.1f MB after",
+		mb(bad), min(n, config.MaxProblems), len(line), listed, mb(peak), mb(peak-before), mb(before), float64(peak-before)/float64(bad), mb(after))
 	if len(line) >= 64<<10 || listed != 100 || !strings.Contains(line, more) {
 		t.Errorf("log line of %d bytes with %d problems, want < 64 KiB, 100 and %q:\n%.2000s", len(line), listed, more, line)
+	}
+	if peak-before > 4*bad {
+		t.Errorf("refused reload: peak RSS %.1f MB over the %.1f MB before it, want at most 4× the %.1f MB file", mb(peak-before), mb(before), mb(bad))
 	}
 	if after > before+50<<20 {
 		t.Errorf("RSS %.1f MB after the refused reload, want within 50 MB of %.1f MB", mb(after), mb(before))

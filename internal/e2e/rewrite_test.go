@@ -97,8 +97,8 @@ func TestRewriteAgainstNginx(t *testing.T) {
 	for _, s := range sends {
 		name := s.host + " " + s.target
 		raw := "GET " + s.target + " HTTP/1.1\r\nHost: " + s.host + "\r\n\r\n"
-		ngStatus := bypassH1(t, ng.Addr, nil, bypassCase{name: "nginx " + name, h1: raw})
-		rlStatus := bypassH1(t, rl, nil, bypassCase{name: "rlproxy " + name, h1: raw})
+		ngStatus, _ := bypassH1(t, ng.Addr, nil, bypassCase{name: "nginx " + name, h1: raw})
+		rlStatus, _ := bypassH1(t, rl, nil, bypassCase{name: "rlproxy " + name, h1: raw})
 		want, got := rewriteTarget(up.take("nginx "+name)), rewriteTarget(up.take("rlproxy "+name))
 		if ngStatus != 200 || rlStatus != 200 || got != want {
 			t.Errorf("Host %s, %s: upstream got %q from rlproxy (%d), %q from nginx (%d)", s.host, s.target, got, rlStatus, want, ngStatus)

@@ -17,7 +17,11 @@
 // not follow exactly — an upgrade, CONNECT, the HTTP/2 preface, a
 // malformed length or chunk, a head over MaxHead — ends the guarding for
 // the rest of the connection (passthrough): net/http then rejects what it
-// rejects itself, and the Server's close-after rule still applies.
+// rejects itself, and the Server's close-after rule still applies. The
+// guard cannot see whether a 101 followed an upgrade request, so the proxy
+// closes the connection after any upgrade request it answers without
+// switching: nothing after one is ever read as a request. HTTP/1.2 to 1.9,
+// which net/http serves as HTTP/1.1, are guarded as HTTP/1.1.
 package framing
 
 import (

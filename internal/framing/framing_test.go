@@ -152,3 +152,25 @@ func TestFramingPassthrough(t *testing.T) {
 		t.Errorf("after an upgrade request (not switched): %q", bodies)
 	}
 }
+
+// TestFramingOddVersionKeepsGuarding: net/http serves HTTP/1.2 as
+// HTTP/1.1 on a kept-alive connection, so the guard keeps checking after
+// it: an obs-fold or Content-Length with Transfer-Encoding in the next
+// request still gets 400 and a close, and the bytes after are never served.
+func TestFramingOddVersionKeepsGuarding(t *testing.T) {
+	addr, faults := serve(t)
+	odd := "GET /odd HTTP/1.2\r\nHost: h\r\n\r\n"
+	smuggled := "GET /smuggled HTTP/1.1\r\nHost: h\r\n\r\n"
+	for i, bad := range []string{
+		"GET /p HTTP/1.1\r\nHost: h\r\nX-Folded: a\r\n b\r\n\r\n",
+		"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	} {
+		bodies, statuses, closed := exchange(t, addr, odd+bad+smuggled, 0)
+		if len(statuses) != 2 || statuses[0] != 200 || bodies[0] != "HTTP/1.2 GET /odd len=0 " || statuses[1] != 400 || !closed {
+			t.Errorf("case %d: statuses %v bodies %q closed=%v, want [200 400] and closed", i, statuses, bodies, closed)
+		}
+	}
+	if n := faults(); n != 2 {
+		t.Errorf("faults counted %d, want 2", n)
+	}
+}

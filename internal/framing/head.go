@@ -55,10 +55,13 @@ func (h *headInfo) requestLine(line []byte) {
 		h.odd = true
 		return
 	}
-	switch string(line[last+1:]) {
-	case "HTTP/1.1":
-	case "HTTP/1.0":
+	switch v := line[last+1:]; {
+	case string(v) == "HTTP/1.1":
+	case string(v) == "HTTP/1.0":
 		h.http10 = true
+	case len(v) == len("HTTP/1.x") && string(v[:7]) == "HTTP/1." && '2' <= v[7] && v[7] <= '9':
+		// net/http reads HTTP/1.2 to HTTP/1.9 as HTTP/1.1 (keep-alive,
+		// chunked bodies): guarded as HTTP/1.1, not passed through.
 	default: // the HTTP/2 preface "PRI * HTTP/2.0", or one net/http refuses
 		h.odd = true
 	}

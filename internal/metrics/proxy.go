@@ -8,18 +8,19 @@ import "github.com/prometheus/client_golang/prometheus"
 const (
 	ReasonUpstreamTimeout = "upstream_timeout" // no response header within the upstream's timeouts: 504
 	ReasonClientBody      = "client_body"      // the client's body was malformed or cut short: 400
+	ReasonClientRequest   = "client_request"   // the upstream transport refused to send the request as it came (a method that is not a token): 400
 )
 
 // newProxyErrors is rlproxy_proxy_errors_total{route,reason}.
 func newProxyErrors() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rlproxy_proxy_errors_total",
-		Help: "Forwarded requests answered by rlproxy instead of the upstream, by reason: upstream_timeout (504), client_body (400, the client's fault).",
+		Help: "Forwarded requests answered by rlproxy instead of the upstream, by reason: upstream_timeout (504), client_body and client_request (400, the client's fault).",
 	}, []string{"route", "reason"})
 }
 
 // ProxyErrors returns route's rlproxy_proxy_errors_total series for reason
-// (ReasonUpstreamTimeout, ReasonClientBody). Resolve it once per compiled
+// (ReasonUpstreamTimeout, ReasonClientBody, ReasonClientRequest). Resolve it once per compiled
 // config, like UpstreamErrors.
 func (m *Metrics) ProxyErrors(route, reason string) prometheus.Counter {
 	return m.proxyErrors.WithLabelValues(route, reason)

@@ -62,3 +62,10 @@ func (m *Metrics) StoreFallback(policy, mode string) {
 func (m *Metrics) SetStoreNodeUp(node string, up bool) {
 	m.store.nodeUp.WithLabelValues(node).Set(b2f(up))
 }
+
+// DeleteStoreNode deletes node's rlproxy_store_node_up series: the node
+// left the store's topology (a Cluster master that died and was replaced),
+// so the gauge describes only nodes that exist.
+func (m *Metrics) DeleteStoreNode(node string) {
+	m.store.nodeUp.DeleteLabelValues(node)
+}

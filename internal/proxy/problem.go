@@ -25,6 +25,7 @@ const (
 	problemMethodNotAllowed                    // the quota endpoint asked with a method other than GET or HEAD: 405
 	problemBadRequest                          // the client's body was malformed (RFC 9112 §7.1): 400
 	problemMethod                              // TRACE or CONNECT, never forwarded (as nginx): 405
+	problemUnsendable                          // the upstream transport refused to send the request as it came: 400
 
 	// Requests that cannot be read unambiguously (package reqview): 400.
 	problemBadMethod
@@ -57,6 +58,7 @@ var problems = [...]struct {
 	problemMethodNotAllowed: {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "the quota endpoint answers GET and HEAD only", http.StatusMethodNotAllowed},
 	problemBadRequest:       {"urn:rlproxy:problem:bad-request", "Bad Request", "the request body is malformed", http.StatusBadRequest},
 	problemMethod:           {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "TRACE and CONNECT are not forwarded", http.StatusMethodNotAllowed},
+	problemUnsendable:       {"urn:rlproxy:problem:bad-request", "Bad Request", "the request cannot be forwarded as sent (a method that is not a token, an invalid header field)", http.StatusBadRequest},
 
 	problemBadMethod:           {"urn:rlproxy:problem:bad-request", "Bad Request", "the method must be a token without lower-case letters", http.StatusBadRequest},
 	problemBadTarget:           {"urn:rlproxy:problem:bad-request", "Bad Request", "the request target must be a path, or an absolute URI with a host and no userinfo", http.StatusBadRequest},

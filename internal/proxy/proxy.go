@@ -102,6 +102,7 @@ func (s *Server) Waiting() int64 { return s.waiting.Load() }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := s.records.Get().(*record)
 	rc.reset(w, time.Now())
+	rc.closeAfter = closesUnlessSwitched(r)
 	rt := s.rt.Load()
 	al := s.access.Load()
 	if al != nil {
@@ -137,6 +138,9 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 		return
 	}
 	rc.route, rc.traffic = route.Name, up.traffic
+	if r.Header["Upgrade"] != nil {
+		r = up.upgrades.screen(r)
+	}
 	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP()) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
@@ -203,7 +207,7 @@ func (s *Server) route(rc *record, r *http.Request, rt *Runtime, ip netip.Addr) 
 		s.refuse(rc, r, reason)
 		return nil
 	}
-	if rt.quota != nil && r.URL.Path == rt.quota.path {
+	if rt.quota != nil && v.Path == rt.quota.path { // in any spelling, as routes
 		rc.decision = decisionQuota
 		s.serveQuota(rc, r, rt, ip)
 		return nil

@@ -31,6 +31,9 @@ type record struct {
 	// request's id (requestid.go).
 	logging   bool
 	requestID string
+	// closeAfter closes the connection after a final answer other than a
+	// 101 (closesUnlessSwitched).
+	closeAfter bool
 }
 
 // Access log decision values.
@@ -52,18 +55,29 @@ func (rc *record) reset(w http.ResponseWriter, start time.Time) {
 // WriteHeader notes the final status (1xx informational answers precede it).
 func (rc *record) WriteHeader(code int) {
 	if rc.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
-		rc.status = code
+		rc.final(code)
 	}
 	rc.ResponseWriter.WriteHeader(code)
 }
 
 func (rc *record) Write(p []byte) (int, error) {
 	if rc.status == 0 {
-		rc.status = http.StatusOK
+		rc.final(http.StatusOK)
 	}
 	n, err := rc.ResponseWriter.Write(p)
 	rc.bytes += int64(n)
 	return n, err
+}
+
+// final notes the final status code, about to be written, and asks for
+// the connection to be closed after it when closeAfter is set and code does
+// not switch protocols. (A 101 ReverseProxy writes on the hijacked
+// connection never comes here.)
+func (rc *record) final(code int) {
+	rc.status = code
+	if rc.closeAfter && code != http.StatusSwitchingProtocols {
+		rc.Header()["Connection"] = closeConn
+	}
 }
 
 // Unwrap is for http.ResponseController.

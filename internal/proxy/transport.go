@@ -341,13 +341,14 @@ func (pc *directConn) done(stop func() bool, keep bool) {
 }
 
 // directBody is a response body read from its connection; the connection
-// is released when the body ends or is closed.
+// is released when the body ends or is closed. Close may run while a Read
+// waits (a read_timeout expiry): it closes the connection, which ends the
+// Read.
 type directBody struct {
 	rc   io.ReadCloser
 	pc   *directConn
 	stop func() bool
-	keep bool
-	eof  bool
+	keep bool // immutable after roundTrip
 	once sync.Once
 }
 
@@ -355,30 +356,27 @@ type directBody struct {
 func (b *directBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
-		b.eof = true
-		b.release()
+		b.release(b.keep)
 	}
 	return n, err
 }
 
 // Close releases the connection: for reuse when the body was read to its
-// end, closed otherwise (its unread rest would be the next response).
+// end (Read released it already), closed otherwise (its unread rest would
+// be the next response).
 func (b *directBody) Close() error {
-	if !b.eof {
-		b.keep = false
-	}
-	b.release()
+	b.release(false)
 	return nil
 }
 
-func (b *directBody) release() {
+func (b *directBody) release(keep bool) {
 	b.once.Do(func() {
-		if !b.keep {
+		if !keep {
 			// First, so closing an unfinished body does not read its rest.
 			b.pc.conn.Close()
 		}
 		_ = b.rc.Close()
-		b.pc.done(b.stop, b.keep)
+		b.pc.done(b.stop, keep)
 	})
 }
 

@@ -61,18 +61,19 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		}
 		return nil, fmt.Errorf("building upstreams: %w", err)
 	}
-	// One reverse proxy per route (sharing its upstream's pool), so
-	// upstream errors are counted per route.
+	allowed := make(map[string]upgrades, len(cfg.Routes))
 	routes := make(map[string]*config.Route, len(cfg.Routes))
 	for _, r := range cfg.Routes {
-		routes[r.Name] = r
+		allowed[r.Name], routes[r.Name] = r.Upgrades, r
 	}
+	// One reverse proxy per route (sharing its upstream's pool), so
+	// upstream errors are counted per route.
 	for _, route := range limiter.Routes() {
 		u := cfg.Upstreams[route.Upstream]
 		if u == nil { // a route of a decision service only (listen: ""): nothing to forward to
 			continue
 		}
-		up := &upstream{}
+		up := &upstream{upgrades: allowed[route.Name]}
 		if m != nil {
 			up.traffic = m.Route(route.Name)
 		}
@@ -86,15 +87,17 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 			tr = up.pool
 			if m != nil {
 				errs = errCounters{
-					upstream:   m.UpstreamErrors(route.Name),
-					timeout:    m.ProxyErrors(route.Name, metrics.ReasonUpstreamTimeout),
-					clientBody: m.ProxyErrors(route.Name, metrics.ReasonClientBody),
+					upstream:      m.UpstreamErrors(route.Name),
+					timeout:       m.ProxyErrors(route.Name, metrics.ReasonUpstreamTimeout),
+					clientBody:    m.ProxyErrors(route.Name, metrics.ReasonClientBody),
+					clientRequest: m.ProxyErrors(route.Name, metrics.ReasonClientRequest),
 				}
 			}
 		}
+		reads := newReadTimeouts(u.ReadTimeout, cfg.Server.StreamIdleTimeout, readTimeoutExpired(u.Name, errs.upstream, log))
 		pr := newPathRewrite(routes[route.Name])
-		up.plain = newReverseProxy(u, tr, ri, pr, errs, log, false)
-		up.limited = newReverseProxy(u, tr, ri, pr, errs, log, true)
+		up.plain = newReverseProxy(u, tr, ri, pr, errs, reads, log, false)
+		up.limited = newReverseProxy(u, tr, ri, pr, errs, reads, log, true)
 	}
 	return rt, nil
 }
@@ -115,6 +118,7 @@ type upstream struct {
 	plain, limited http.Handler
 	pool           *upstreampkg.Pool     // nil for a builtin
 	traffic        *metrics.RouteTraffic // nil without metrics
+	upgrades       upgrades              // the route's upgrades
 }
 
 // dialTimeout bounds connecting to an upstream.
@@ -189,7 +193,7 @@ const (
 
 // errCounters are one route's counters of the answers rlproxy gives
 // instead of the upstream's (all nil without metrics).
-type errCounters struct{ upstream, timeout, clientBody prometheus.Counter }
+type errCounters struct{ upstream, timeout, clientBody, clientRequest prometheus.Counter }
 
 func inc(c prometheus.Counter) {
 	if c != nil {
@@ -197,7 +201,18 @@ func inc(c prometheus.Counter) {
 	}
 }
 
-func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, pr *pathRewrite, errs errCounters, log *slog.Logger, limited bool) *httputil.ReverseProxy {
+// readTimeoutExpired counts (in c, route's rlproxy_upstream_errors_total)
+// and logs one response of upstream u cut by its read bound.
+func readTimeoutExpired(u string, c prometheus.Counter, log *slog.Logger) func() {
+	return func() {
+		inc(c)
+		if log != nil {
+			log.Warn("upstream read timeout: response cut", "upstream", u)
+		}
+	}
+}
+
+func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, pr *pathRewrite, errs errCounters, reads *readTimeouts, log *slog.Logger, limited bool) *httputil.ReverseProxy {
 	rw := newRewriter(u, ri)
 	rw.path = pr
 	respEdit := newHeaderEdit(u.ResponseHeaders)
@@ -224,6 +239,7 @@ func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolv
 				stripQuotaHeaders(resp.Header)
 			}
 			respEdit.apply(resp.Header)
+			reads.wrap(resp)
 			return nil
 		},
 	}
@@ -297,25 +313,35 @@ func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // answerError is ReverseProxy's ErrorHandler for upstream u: the client's
-// fault (a stalled or malformed body: 408, 400), the client gone (no
-// answer), every server of the pool out of rotation (502
-// no-healthy-upstream: not 503, which would read as our own outage), an
-// upstream timeout (504, as nginx) or another upstream failure (502).
+// fault (a stalled or malformed body: 408, 400; a request the transport
+// refused to send: 400), the client gone (no answer), every server of the
+// pool out of rotation (502 no-healthy-upstream: not 503, which would read
+// as our own outage), an upstream timeout (504, as nginx) or another
+// upstream failure (502). Whose fault it was is the pool's verdict
+// (upstream.ClientError, which also kept it from the server's max_fails).
 func answerError(w http.ResponseWriter, r *http.Request, err error, u string, errs errCounters, log *slog.Logger) {
+	var ce *upstreampkg.ClientError
+	client := errors.As(err, &ce)
 	switch {
 	case bodyTimedOut(r): // the client stalled (its read also cancelled the context)
 		w.Header()["Connection"] = closeConn // the rest of the body never comes
 		writeProblem(w, r, problemBodyTimeout, nil, nil)
-	case bodyFailed(r): // a malformed body: the client's error, not the upstream's
+	case bodyFailed(r) || client && ce.Blame == upstreampkg.BlameClientBody:
+		// A malformed or cut body: the client's error, not the upstream's.
 		inc(errs.clientBody)
 		w.Header()["Connection"] = closeConn // its framing cannot be trusted
 		writeProblem(w, r, problemBadRequest, nil, nil)
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+	case client && ce.Blame == upstreampkg.BlameClientGone,
+		errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away: nobody to answer, not the upstream's fault.
+	case client: // refused before it was sent
+		inc(errs.clientRequest)
+		writeProblem(w, r, problemUnsendable, nil, nil)
 	case errors.Is(err, upstreampkg.ErrNoHealthy): // every server out of rotation
 		inc(errs.upstream)
 		writeProblem(w, r, problemNoHealthy, nil, nil)
-	case isTimeout(err):
+	case isTimeout(err): // counted as an upstream error too, as documented (502 and 504)
+		inc(errs.upstream)
 		inc(errs.timeout)
 		if log != nil {
 			log.Warn("upstream timeout", "upstream", u, "path", r.URL.Path, "err", err)

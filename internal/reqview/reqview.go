@@ -59,8 +59,9 @@ type View struct {
 // DEL or "#" anywhere (so "OPTIONS *", "x:admin/x", "other.test:80" and
 // "http://user:pw@host/" are refused, as nginx refuses them; a CONNECT's
 // authority form is left to the caller, which refuses CONNECT); the
-// Host (Host; an empty one on HTTP/1.1); the path (Path); every Content-Length value (1*DIGIT, all
-// equal: an HTTP/2 request's is not checked by net/http); and a repeated
+// Host (Host; an empty one on HTTP/1.1); the path (Path); every
+// Content-Length value of an HTTP/2 request (1*DIGIT, all equal:
+// net/http checks an HTTP/1 request's, not an HTTP/2 one's); and a repeated
 // Authorization field, which nginx refuses whatever reads it. It does not
 // allocate unless the path needs normalizing.
 func Read(r *http.Request) (View, Reason) {
@@ -96,7 +97,8 @@ func Read(r *http.Request) (View, Reason) {
 		}
 		v.Host = h
 	}
-	if !contentLength(r.Header["Content-Length"]) {
+	// net/http's HTTP/1 server refuses what this refuses itself.
+	if r.ProtoMajor == 2 && !contentLength(r.Header["Content-Length"]) {
 		return v, BadContentLength
 	}
 	if len(r.Header["Authorization"]) > 1 {

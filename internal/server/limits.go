@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -16,10 +17,12 @@ import (
 
 // limitListener bounds what clients can hold of the process (issue 21's
 // client-side bounds): at most max open connections (server.max_connections;
-// a connection beyond it is closed at accept, so when file descriptors run
-// short new clients are refused before upstream dials fail), and no write
+// at the cap an idle connection is closed to admit a new one, and when
+// none is idle the new one is closed at accept, so when file descriptors
+// run short new clients are refused before upstream dials fail), at most
+// perClient of them from one client (limits_conns.go), and no write
 // to a client may block longer than writeTimeout (server.write_timeout, nginx
-// send_timeout). Both are read on every use, so a reload changes them for
+// send_timeout). All are read on every use, so a reload changes them for
 // new connections and new writes.
 //
 // The write deadline is checked before every Write of the connection — the
@@ -37,15 +40,32 @@ import (
 type limitListener struct {
 	net.Listener
 	max          atomic.Int64 // cap on open connections
+	perClient    atomic.Int64 // cap on one client's; 0 = none
 	writeTimeout atomic.Int64 // time.Duration; 0 = no write deadline
 	open         atomic.Int64
 	epoch        time.Time // limitConn.until counts from here (monotonic)
 	m            metrics.ListenerCounters
 	log          *slog.Logger
+	// trusted is real_ip.trusted_proxies: peers the per-client cap spares.
+	trusted atomic.Pointer[[]netip.Prefix]
+	// deferAdmit: PROXY protocol is on, so the per-client cap is applied
+	// after the header, by admitConn, not at accept.
+	deferAdmit bool
 
-	logMu      sync.Mutex
-	lastLogged time.Time // last refusal log line: at most one per refusalLogEvery
-	unlogged   int       // refusals since then
+	mu        sync.Mutex // guards the lists, clients and the limitConns' fields it names
+	idle      connList   // keep-alive between requests, oldest first
+	noRequest connList   // no complete request head yet, oldest first
+	clients   map[netip.Addr]int32
+
+	capLog, clientLog refusalLog
+}
+
+// refusalLog spaces the log lines about refused connections: the first,
+// then at most one per refusalLogEvery with the count since the last.
+type refusalLog struct {
+	mu         sync.Mutex
+	lastLogged time.Time
+	unlogged   int
 }
 
 // refusalLogEvery spaces the log lines about refused connections: a flood
@@ -54,13 +74,15 @@ const refusalLogEvery = 10 * time.Second
 
 // newLimitListener wraps ln with the bounds of s.
 func newLimitListener(ln net.Listener, s config.Server, m metrics.ListenerCounters, log *slog.Logger) *limitListener {
-	l := &limitListener{Listener: ln, epoch: time.Now(), m: m, log: log}
+	l := &limitListener{Listener: ln, epoch: time.Now(), m: m, log: log,
+		deferAdmit: s.ProxyProtocol != nil, clients: map[netip.Addr]int32{}}
 	l.set(s)
 	return l
 }
 
-// set applies s's write_timeout and max_connections (0 = derived from the
-// open-file limit, maxConnections).
+// set applies s's write_timeout, max_connections (0 = derived from the
+// open-file limit, maxConnections) and max_connections_per_client (nil =
+// derived from max_connections, derivePerClient).
 func (l *limitListener) set(s config.Server) {
 	l.writeTimeout.Store(int64(s.WriteTimeout))
 	limit := s.MaxConnections
@@ -68,41 +90,60 @@ func (l *limitListener) set(s config.Server) {
 		limit = defaultMaxConnections()
 	}
 	l.max.Store(int64(limit))
+	perClient := derivePerClient(limit)
+	if s.MaxConnectionsPerClient != nil {
+		perClient = *s.MaxConnectionsPerClient
+	}
+	l.perClient.Store(int64(perClient))
 }
 
-// Accept returns the next connection under the cap; connections over it
-// are closed at once (with a reset: no lingering socket) and counted.
+// trust sets the peers the per-client cap spares (real_ip.trusted_proxies).
+func (l *limitListener) trust(p []netip.Prefix) { l.trusted.Store(&p) }
+
+// Accept returns the next connection under the caps. At max_connections
+// an idle connection is closed to make room (reclaim); when none is, the
+// new one is closed at once (with a reset: no lingering socket) and
+// counted, as is one over the per-client cap.
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) > l.max.Load() {
+		lc := &limitConn{Conn: c, l: l}
+		if !l.deferAdmit && !l.admit(lc, c.RemoteAddr()) {
+			l.refuseClient(c) // before the total cap: nothing reclaimed for it
+			continue
+		}
+		if l.open.Add(1) > l.max.Load() && !l.reclaim() {
 			l.open.Add(-1)
+			l.forget(lc)
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0)
 			}
 			l.m.Refused.Inc() // before the close: a client seeing the reset sees the count
-			l.logRefusal()
+			l.capLog.note(l.log, "server.max_connections reached: closing new client connections",
+				"max_connections", l.max.Load())
 			_ = c.Close()
 			continue
 		}
 		l.m.Open.Inc()
-		return &limitConn{Conn: c, l: l}, nil
+		l.mu.Lock()
+		l.move(lc, phaseNoRequest)
+		l.mu.Unlock()
+		return lc, nil
 	}
 }
 
-// logRefusal logs the first refusal and then at most one line per
+// note logs the first refusal and then at most one line per
 // refusalLogEvery, with the count since the last line.
-func (l *limitListener) logRefusal() {
-	l.logMu.Lock()
-	defer l.logMu.Unlock()
-	l.unlogged++
-	if now := time.Now(); now.Sub(l.lastLogged) >= refusalLogEvery {
-		l.log.Warn("server.max_connections reached: closing new client connections",
-			"max_connections", l.max.Load(), "refused", l.unlogged)
-		l.lastLogged, l.unlogged = now, 0
+func (r *refusalLog) note(log *slog.Logger, msg, limitName string, limit int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unlogged++
+	if now := time.Now(); now.Sub(r.lastLogged) >= refusalLogEvery {
+		log.Warn(msg, limitName, limit, "refused", r.unlogged)
+		r.lastLogged, r.unlogged = now, 0
 	}
 }
 
@@ -115,6 +156,13 @@ type limitConn struct {
 	// until is the write deadline armWrite last set, as time since
 	// l.epoch (monotonic); 0 = none of ours (another was set since).
 	until atomic.Int64
+
+	// Guarded by l.mu (limits_conns.go).
+	prev, next *limitConn // in l's list of its phase
+	phase      connPhase
+	gone       bool       // closed: never listed again
+	client     netip.Addr // counted under this address when counted
+	counted    bool
 }
 
 // writeSlack is how much further than write_timeout armWrite sets the
@@ -190,6 +238,7 @@ func (c *limitConn) SetDeadline(t time.Time) error {
 // however often it is called: net/http and ReverseProxy may both close it).
 func (c *limitConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
+		c.l.forget(c)
 		c.l.open.Add(-1)
 		c.l.m.Open.Dec()
 	}

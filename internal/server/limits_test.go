@@ -258,21 +258,21 @@ func loopbackPair(t *testing.T) (server, client net.Conn) {
 	return server, client
 }
 
-// TestMaxConnections: with 3 connections open the 4th is closed at accept
-// and counted; once one closes, a new one is served.
+// TestMaxConnections: with 3 connections busy (a request in progress)
+// the 4th is closed at accept and counted; once one closes, a new one is
+// served. (Idle ones give way instead: TestReclaimOldestIdleFirst.)
 func TestMaxConnections(t *testing.T) {
-	addr, m := limitsServe(t, config.Server{MaxConnections: 3}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "ok")
-	}))
-	var held []*http.Client
+	b := &blocker{release: make(chan struct{})}
+	l, addr, m := connsServe(t, config.Server{MaxConnections: 3, MaxConnectionsPerClient: off()}, b)
+	var held []net.Conn
 	for range 3 {
-		c := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
-		if err := limitsGet(c, addr); err != nil {
-			t.Fatalf("client %d: %v (open %v, refused %v)", len(held), err, value(m.Open), value(m.Refused))
+		c := dialFrom(t, "127.0.0.1", addr)
+		if _, err := io.WriteString(c, "GET /block HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
 		}
-		held = append(held, c) // its keep-alive connection stays open
+		held = append(held, c)
 	}
-	waitGauge(t, m.Open, 3)
+	waitUntil(t, "three busy", func() bool { return value(m.Open) == 3 && phaseLen(l, phaseNoRequest) == 0 })
 	// The reset may reach the client before its connect returns.
 	if c, err := net.Dial("tcp", addr); err == nil {
 		defer c.Close()
@@ -286,13 +286,11 @@ func TestMaxConnections(t *testing.T) {
 	if got := value(m.Refused); got != 1 {
 		t.Errorf("refused %v, want 1", got)
 	}
-	held[0].CloseIdleConnections()
+	held[0].Close()
 	waitGauge(t, m.Open, 2)
+	close(b.release)
 	if err := limitsGet(&http.Client{}, addr); err != nil {
 		t.Errorf("after one closed: %v", err)
-	}
-	for _, c := range held {
-		c.CloseIdleConnections()
 	}
 }
 

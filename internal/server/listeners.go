@@ -27,10 +27,13 @@ func (a *App) listenPublic(cfg *config.Config) (net.Listener, error) {
 	// The connection cap and write deadlines wrap the TCP listener, under
 	// TLS, so a refused connection costs no handshake (limits.go).
 	a.lim = newLimitListener(ln, cfg.Server, metrics.NewListeners(a.reg).For("public"), a.log)
+	a.lim.trust(cfg.RealIP.TrustedProxies)
 	ln = a.lim
 	a.hs.Handler = a.lim.streamDeadlines(a.hs.Handler)
-	// PROXY protocol headers, then the raw request-head check (listener.go).
-	ln = withFraming(withProxyProtocol(ln, cfg.Server.ProxyProtocol), cfg)
+	a.hs.ConnState = a.lim.trackState // idle connections give way at the cap (limits_conns.go)
+	// PROXY protocol headers (the per-client cap counts their address),
+	// then the raw request-head check (listener.go).
+	ln = withFraming(a.lim.admitAfterProxy(withProxyProtocol(ln, cfg.Server.ProxyProtocol)), cfg)
 	if cfg.TLS != nil {
 		if err := a.loadCert(cfg.TLS); err != nil {
 			ln.Close()

@@ -410,6 +410,15 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 				a.metrics.StoreError()
 			}
 		},
+		// The breakers follow the slot owners: a node that left takes its
+		// circuit and its rlproxy_store_node_up series with it.
+		OnTopology: func(nodes []string) {
+			circs.Retain(nodes, func(node string) {
+				a.metrics.DeleteStoreNode(node)
+				a.log.Info("store node left the topology: its circuit breaker is removed", "node", node)
+			})
+			a.metrics.SetBreakerOpen(!circs.Up())
+		},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("building valkey store: %w", err)
@@ -482,6 +491,7 @@ func (a *App) Reload(reason string) {
 	}
 	if a.lim != nil {
 		a.lim.set(cfg.Server)
+		a.lim.trust(cfg.RealIP.TrustedProxies)
 	}
 	a.level.Set(cfg.Log.Level)
 	a.warn(cfg)

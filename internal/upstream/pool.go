@@ -118,7 +118,8 @@ func exchangeFrom(ctx context.Context) *Exchange {
 
 // RoundTrip implements http.RoundTripper. It sets req.URL.Host to each
 // server it tries: req is the outgoing request a reverse proxy made for
-// this exchange alone. Errors: ErrNoHealthy, or the last server's error.
+// this exchange alone. Errors: ErrNoHealthy, a *ClientError when the
+// client made the attempt fail (blame), or the last server's error.
 func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	x := exchangeFrom(req.Context())
 	var hash uint32
@@ -157,14 +158,19 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		tried |= 1 << i
 		s := p.servers[i]
+		claimed := s.downUntil.Load() // non-zero: this attempt is its trial (claimTrial)
 		resp, err := p.send(s, req, x, now)
 		if err == nil {
 			return resp, nil
 		}
-		now = p.now()
-		if req.Context().Err() != nil { // the client left: not the server's fault
-			return nil, err
+		if b := blame(req, body); b != BlameServer {
+			// Not the server's fault: neither counted against it nor
+			// tried on another server, and a trial it was goes to the
+			// next request.
+			s.releaseTrial(claimed, now.UnixNano())
+			return nil, &ClientError{Blame: b, Err: err}
 		}
+		now = p.now()
 		if s.failed(now.UnixNano(), p.maxFails, p.failTimeout) && p.log != nil {
 			p.log.Warn("upstream server out of rotation", "upstream", p.Name, "server", s.Label,
 				"max_fails", p.maxFails, "fail_timeout", p.failTimeout.String(), "err", err.Error())
@@ -257,15 +263,22 @@ func retriable(req *http.Request, body *sentBody, err error) bool {
 	return false
 }
 
-// sentBody is a request body that remembers whether it was read.
+// sentBody is a request body that remembers whether it was read, and
+// whether a read failed: the client's body, not the server, then ended the
+// attempt (blame).
 type sentBody struct {
 	io.ReadCloser
-	read atomic.Bool
+	read   atomic.Bool
+	failed atomic.Bool
 }
 
 func (b *sentBody) Read(p []byte) (int, error) {
 	b.read.Store(true)
-	return b.ReadCloser.Read(p)
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.failed.Store(true)
+	}
+	return n, err
 }
 
 // Close keeps the body open: a transport closes it on a failed attempt,

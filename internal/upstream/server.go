@@ -100,6 +100,17 @@ func (s *Server) claimTrial(now int64, failTimeout time.Duration) bool {
 	return du != 0 && now >= du && s.downUntil.CompareAndSwap(du, now+int64(failTimeout))
 }
 
+// releaseTrial hands back the trial request claimTrial gave an attempt
+// that then failed by the client's fault (blame): the next request may
+// take it at once, as if this one had never been sent. claimed is
+// downUntil as the claim left it (0: the attempt was no trial); a failure
+// or success recorded since wins.
+func (s *Server) releaseTrial(claimed, now int64) {
+	if claimed != 0 {
+		s.downUntil.CompareAndSwap(claimed, now)
+	}
+}
+
 // failed records a failure at now (Unix ns): maxFails of them, each within
 // failTimeout of the previous one, take s out of rotation for failTimeout
 // (nginx counts its max_fails per fail_timeout the same way).

@@ -164,7 +164,8 @@ func (b *batcher) sent() {
 func (s *Store) sendAlone(c valkeygo.Client, cl *call) reply {
 	ctx, cancel := context.WithTimeout(context.Background(), s.tmo)
 	defer cancel()
+	t := s.topo.table.Load()
 	res := s.script.Exec(ctx, c, cl.keys, cl.args)
-	s.roundTrip(s.Node(cl.keys[0]), res.Error())
+	s.roundTrip(s.blame(t, cl.keys[0], res.Error()), res.Error())
 	return reply{res: res, n: 1}
 }

@@ -2,7 +2,10 @@ package valkey
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -18,8 +21,9 @@ const topologyEvery = time.Second
 
 // slotTable maps each Cluster hash slot to its master's "host:port".
 type slotTable struct {
-	owner [16384]uint16 // index into nodes
-	nodes []string
+	owner  [16384]uint16 // index into nodes
+	nodes  []string
+	sorted []string // nodes, sorted (Options.OnTopology)
 }
 
 // topology is the Store's view of the Cluster's slot owners, for
@@ -34,12 +38,29 @@ type topology struct {
 // the address of its slot's master (CLUSTER SLOTS, as last read); else,
 // and before the first read, the configured addresses joined by commas.
 // It is the node a guard.Circuits breaker judges the key's decisions by.
-func (s *Store) Node(key string) string {
-	t := s.topo.table.Load()
+func (s *Store) Node(key string) string { return s.nodeIn(s.topo.table.Load(), key) }
+
+// nodeIn is the node of key in table t (nil: outside Cluster mode, or
+// before the first read).
+func (s *Store) nodeIn(t *slotTable, key string) string {
 	if t == nil {
 		return s.single
 	}
 	return t.nodes[t.owner[Slot(key)]]
+}
+
+// blame is the node a round trip for key, sent when t was the slot table,
+// is charged with: the address a network error names (the node valkey-go
+// really tried: its own view of the slots may lag or lead ours while a
+// replica takes over), else key's owner in t — the owner when it was sent,
+// not when it failed, so that a replica promoted meanwhile is not charged
+// with a timeout of the master it replaces.
+func (s *Store) blame(t *slotTable, key string, err error) string {
+	var op *net.OpError
+	if err != nil && t != nil && errors.As(err, &op) && op.Addr != nil {
+		return op.Addr.String()
+	}
+	return s.nodeIn(t, key)
 }
 
 // watchTopology reads c's slot owners now and then every topologyEvery,
@@ -83,9 +104,16 @@ func (s *Store) readTopology(c valkeygo.Client) {
 	if err != nil {
 		return
 	}
-	if t, err := parseSlots(reply); err == nil {
-		s.topo.table.Store(t)
+	t, err := parseSlots(reply)
+	if err != nil {
+		return
 	}
+	// The breakers learn the new owners first: a round trip charged by
+	// the new table finds its node's circuit already kept.
+	if prev := s.topo.table.Load(); s.onTopo != nil && (prev == nil || !slices.Equal(prev.sorted, t.sorted)) {
+		s.onTopo(t.sorted)
+	}
+	s.topo.table.Store(t)
 }
 
 // parseSlots reads a CLUSTER SLOTS reply: per range start, end, then the
@@ -123,6 +151,7 @@ func parseSlots(reply []valkeygo.ValkeyMessage) (*slotTable, error) {
 	if len(t.nodes) == 0 {
 		return nil, fmt.Errorf("reading CLUSTER SLOTS: no slots")
 	}
+	t.sorted = slices.Sorted(slices.Values(t.nodes))
 	return t, nil
 }
 

@@ -129,8 +129,9 @@ func (s *Store) send(c valkeygo.Client, calls []*call) {
 	for len(todo) > 0 {
 		if helper {
 			r := todo[0]
+			t := s.topo.table.Load()
 			res := s.script.Exec(ctx, c, r.calls[0].keys, r.args())
-			s.roundTrip(s.Node(r.calls[0].keys[0]), res.Error())
+			s.roundTrip(s.blame(t, r.calls[0].keys[0], res.Error()), res.Error())
 			r.answer(res, nil)
 			if todo = todo[1:]; len(todo) == 0 {
 				break
@@ -144,8 +145,9 @@ func (s *Store) send(c valkeygo.Client, calls []*call) {
 		}
 		again := todo[:0]
 		var trips nodeTrips
+		t := s.topo.table.Load()
 		for j, res := range c.DoMulti(ctx, cmds...) {
-			trips.add(s.Node(todo[j].calls[0].keys[0]), res.Error())
+			trips.add(s.blame(t, todo[j].calls[0].keys[0], res.Error()), res.Error())
 			if err, ok := valkeygo.IsValkeyErr(res.Error()); ok && err.IsNoScript() {
 				again = append(again, todo[j])
 				continue

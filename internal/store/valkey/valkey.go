@@ -76,6 +76,13 @@ type Options struct {
 	// batch is one failure, not one per decision in it, and a dead master
 	// only its own. Called synchronously on the request path: keep it short.
 	OnRoundTrip func(node string, err error)
+	// OnTopology, when non-nil, is told a Cluster's slot owners (sorted
+	// addresses) whenever the set read from CLUSTER SLOTS changes — every
+	// second, and at once after a failed round trip — before the new
+	// owners are used: guard.Circuits.Retain, so a node that left has no
+	// breaker and a promoted replica starts with a closed one. It runs on
+	// the topology watcher's goroutine.
+	OnTopology func(nodes []string)
 }
 
 // Store is a store.Store on Valkey. It is safe for concurrent use.
@@ -94,6 +101,7 @@ type Store struct {
 	limits limitCache // each limit's ARGV strings (args.go)
 	batch  batcher    // concurrent runs share one DoMulti (batch.go)
 	onTrip func(node string, err error)
+	onTopo func(nodes []string)
 	topo   topology // Cluster slot owners (nodes.go)
 	single string   // the node name outside Cluster mode
 }
@@ -128,6 +136,7 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 		sha:        ScriptSHA(),
 		connecting: make(chan struct{}, 1),
 		onTrip:     opt.OnRoundTrip,
+		onTopo:     opt.OnTopology,
 		topo:       topology{kick: make(chan struct{}, 1), stop: make(chan struct{})},
 		single:     singleName(opt.Addrs),
 	}
@@ -311,9 +320,10 @@ func (s *Store) exec(ctx context.Context, c valkeygo.Client, mode string, checks
 	defer cl.release()
 	tctx, cancel := s.withTimeout(ctx)
 	defer cancel()
+	t := s.topo.table.Load()
 	reply, err = s.script.Exec(tctx, c, cl.keys, cl.args).ToArray()
 	if mode != modeRefund && !(errors.Is(err, context.Canceled) && ctx.Err() != nil) {
-		s.roundTrip(s.Node(cl.keys[0]), err)
+		s.roundTrip(s.blame(t, cl.keys[0], err), err)
 	}
 	return reply, 0, 1, err
 }
