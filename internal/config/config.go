@@ -490,11 +490,15 @@ type Route struct {
 	// naming none of them is dropped as hop-by-hop (nginx's default), so
 	// the upstream never switches. Default [websocket]; empty: none.
 	Upgrades []string
+	// StripPrefix is removed from the front of the path before it is
+	// forwarded ("" = none); Rewrite replaces RewriteCut instead, as
+	// nginx proxy_pass with a URI ("" = none). At most one is set.
+	StripPrefix, Rewrite string
 }
 
 // Match selects requests; every set field must match.
 type Match struct {
-	Host       string // exact, case-insensitive, port ignored
+	Host       string // exact, case-insensitive, port ignored; "*.example.com": any name below example.com
 	Path       string // exact
 	PathPrefix string
 	PathRegex  *regexp.Regexp

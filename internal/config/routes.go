@@ -71,7 +71,7 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 	upgrades := value{func() schema { return listShape(protocolShape(), false) }, func(n *yaml.Node, p string) {
 		r.Upgrades = l.upgrades(n, p)
 	}}
-	return &section{fields: []field{
+	return &section{fields: append([]field{
 		{name: "name", need: "required: names the route in metrics and logs", value: name,
 			doc: "Names the route in metrics and logs; unique; \"" + ReservedRouteName + "\" is reserved."},
 		{name: "match", sub: l.matchSection(&r.Match), doc: "Which requests the route takes; every field set must match; empty matches every request."},
@@ -90,14 +90,15 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 			doc: "Each response's body at most this many bytes per second, after limit_rate_after (nginx limit_rate); 0 = no cap."},
 		{name: "limit_rate_after", def: "0", value: l.byteSizeVal(&r.LimitRateAfter),
 			doc: "Bytes of each response sent at full speed before limit_rate applies (nginx limit_rate_after)."},
-	}, check: func(o object) {
+	}, l.pathRewriteFields(r)...), check: func(o object) {
 		if !o.has("max_body_size") {
 			r.MaxBodySize = l.c.Server.MaxBodySize
 		}
 		if !o.bad {
 			l.costHeader(o, r)
+			l.checkPathRewrite(o, r)
 		}
-	}}
+	}, extend: func(s schema) { s["not"] = schema{"required": []any{"strip_prefix", "rewrite"}} }}
 }
 
 // protocolShape is an Upgrade protocol: a token, optionally "/" and a
@@ -209,7 +210,7 @@ func (l *loader) matchSection(m *Match) *section {
 		s, ok := l.str(n, path)
 		if _, _, err := net.SplitHostPort(s); ok && err == nil {
 			l.errorf(n, path, "%q: want a host name without port (the request's port is ignored)", s)
-		} else if ok {
+		} else if ok && l.hostWildcard(n, path, s) {
 			m.Host = strings.TrimSuffix(strings.ToLower(s), ".") // as requests: api.test. is api.test
 		}
 	}}
@@ -232,7 +233,7 @@ func (l *loader) matchSection(m *Match) *section {
 		}
 	}}
 	return &section{fields: []field{
-		{name: "host", value: host, doc: "Host, exact and case-insensitive, without port (the request's port is ignored)."},
+		{name: "host", value: host, doc: "Host, exact and case-insensitive, without port (the request's port is ignored); \"*.example.com\" matches every name below example.com."},
 		{name: "path", value: urlPath(&m.Path), doc: "Path, exact."},
 		{name: "path_prefix", value: urlPath(&m.PathPrefix), doc: "Path prefix."},
 		{name: "path_regex", value: regex, doc: "Go (RE2) regular expression the path must match."},

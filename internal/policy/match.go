@@ -37,7 +37,7 @@ func (rt *Route) matches(v *reqview.View) bool {
 			return false
 		}
 	}
-	if m.Host != "" && !strings.EqualFold(v.Host, m.Host) {
+	if m.Host != "" && !hostMatches(v.Host, m.Host) {
 		return false
 	}
 	p := v.Path

@@ -1,42 +1,41 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
-
-	"rlproxy/internal/realip"
 )
 
-// echoHandler is the built-in `echo` upstream: it answers 200 with a JSON
-// description of the request as an upstream would receive it (method, path,
-// query, body size, and the headers with what the rewriter sets: Host (the
-// client's, upstreams.NAME.host's default), X-Forwarded-For, -Host and
-// -Proto, X-Real-IP, and X-Request-Id while the access log is on), so
-// rlproxy can be tried with nothing else running.
-type echoHandler struct{ realIP *realip.Resolver }
+// echoTransport is the built-in `echo` upstream: the transport of a
+// reverse proxy like any other (the same rewriter: request line after a
+// route's strip_prefix or rewrite, Host, X-Forwarded-For, -Host and
+// -Proto, X-Real-IP, X-Request-Id, request_headers), which answers 200
+// itself with a JSON description of the request it was handed — what a
+// real upstream would receive — so rlproxy can be tried with nothing else
+// running.
+type echoTransport struct{}
 
-func (e echoHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	n, _ := io.Copy(io.Discard, r.Body)
-	hdr := make(map[string]string, len(r.Header)+5)
+// RoundTrip implements http.RoundTripper; it reads r's body (counting its
+// bytes) and never fails.
+func (echoTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	var n int64
+	if r.Body != nil {
+		n, _ = io.Copy(io.Discard, r.Body)
+		_ = r.Body.Close()
+	}
+	hdr := make(map[string]string, len(r.Header)+1)
 	for k, v := range r.Header {
 		if len(v) > 0 {
 			hdr[k] = v[0]
 		}
 	}
-	peer := peerAddr(r.RemoteAddr)
 	hdr["Host"] = r.Host
-	hdr["X-Forwarded-Host"] = r.Host
-	hdr["X-Forwarded-Proto"] = protoHTTP
-	if r.TLS != nil {
-		hdr["X-Forwarded-Proto"] = protoHTTPS
+	path := r.URL.Opaque
+	if path == "" {
+		path = r.URL.EscapedPath()
 	}
-	hdr["X-Forwarded-For"] = e.realIP.ForwardedFor(peer, r.Header)
-	if ip := e.realIP.ClientIP(peer, r.Header); ip.IsValid() {
-		hdr["X-Real-Ip"] = ip.String() // as a proxied upstream gets it
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(struct {
+	body, _ := json.Marshal(struct {
 		Echo      bool              `json:"echo"`
 		Method    string            `json:"method"`
 		Path      string            `json:"path"`
@@ -44,5 +43,13 @@ func (e echoHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Remote    string            `json:"remote"`
 		BodyBytes int64             `json:"body_bytes"`
 		Headers   map[string]string `json:"headers"`
-	}{true, r.Method, r.URL.Path, r.URL.RawQuery, r.RemoteAddr, n, hdr})
+	}{true, r.Method, path, r.URL.RawQuery, r.RemoteAddr, n, hdr})
+	body = append(body, '\n')
+	return &http.Response{
+		Status: "200 OK", StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       r,
+	}, nil
 }

@@ -64,8 +64,9 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		return nil, fmt.Errorf("building upstreams: %w", err)
 	}
 	allowed := make(map[string]upgrades, len(cfg.Routes))
+	routes := make(map[string]*config.Route, len(cfg.Routes))
 	for _, r := range cfg.Routes {
-		allowed[r.Name] = r.Upgrades
+		allowed[r.Name], routes[r.Name] = r.Upgrades, r
 	}
 	// One reverse proxy per route (sharing its upstream's pool), so
 	// upstream errors are counted per route; their library lines go to
@@ -85,26 +86,29 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 			up.traffic = m.Route(route.Name)
 		}
 		rt.upstreams[route.Name] = up
-		if u.Builtin == "echo" {
-			up.plain, up.limited = echoHandler{ri}, echoHandler{ri}
-			continue
-		}
+		// The echo upstream goes through the same rewriter as a real one,
+		// so it shows what a real one would receive.
+		var tr http.RoundTripper = echoTransport{}
 		var errs errCounters
-		if m != nil {
-			errs = errCounters{
-				upstream:      m.UpstreamErrors(route.Name),
-				timeout:       m.ProxyErrors(route.Name, metrics.ReasonUpstreamTimeout),
-				clientBody:    m.ProxyErrors(route.Name, metrics.ReasonClientBody),
-				clientRequest: m.ProxyErrors(route.Name, metrics.ReasonClientRequest),
+		if u.Builtin == "" {
+			up.pool = pools[route.Upstream]
+			tr = up.pool
+			if m != nil {
+				errs = errCounters{
+					upstream:      m.UpstreamErrors(route.Name),
+					timeout:       m.ProxyErrors(route.Name, metrics.ReasonUpstreamTimeout),
+					clientBody:    m.ProxyErrors(route.Name, metrics.ReasonClientBody),
+					clientRequest: m.ProxyErrors(route.Name, metrics.ReasonClientRequest),
+				}
 			}
 		}
-		up.pool = pools[route.Upstream]
 		reads := newReadTimeouts(u.ReadTimeout, cfg.Server.StreamIdleTimeout, readTimeoutExpired(u.Name, errs.upstream, fails))
-		up.plain = newReverseProxy(u, up.pool, ri, errs, reads, fails, errLog, false)
-		up.limited = newReverseProxy(u, up.pool, ri, errs, reads, fails, errLog, true)
+		pr := newPathRewrite(routes[route.Name])
+		up.plain = newReverseProxy(u, tr, ri, pr, errs, reads, fails, errLog, false)
+		up.limited = newReverseProxy(u, tr, ri, pr, errs, reads, fails, errLog, true)
 		if cfg.TLS != nil && cfg.TLS.ClientHeaders {
-			withClientCertHeaders(up.plain.(*httputil.ReverseProxy))
-			withClientCertHeaders(up.limited.(*httputil.ReverseProxy))
+			withClientCertHeaders(up.plain)
+			withClientCertHeaders(up.limited)
 		}
 	}
 	return rt, nil
@@ -133,10 +137,10 @@ func (rt *Runtime) Close() {
 // upstream is one route's handlers: limited routes use a reverse proxy
 // that strips the upstream's own quota headers (ours are already set).
 type upstream struct {
-	plain, limited http.Handler
-	pool           *upstreampkg.Pool     // nil for a builtin
-	traffic        *metrics.RouteTraffic // nil without metrics
-	upgrades       upgrades              // the route's upgrades
+	plain, limited *httputil.ReverseProxy // the echo upstream too (its transport answers)
+	pool           *upstreampkg.Pool      // nil for a builtin
+	traffic        *metrics.RouteTraffic  // nil without metrics
+	upgrades       upgrades               // the route's upgrades
 	// The route's edge limits (0 = off): max_body_size, limit_rate and
 	// limit_rate_after, in bytes and bytes per second.
 	maxBody, rate, rateAfter int64
@@ -231,8 +235,9 @@ func readTimeoutExpired(u string, c prometheus.Counter, fails *failureLog) func(
 	}
 }
 
-func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, errs errCounters, reads *readTimeouts, fails *failureLog, errLog *stdlog.Logger, limited bool) *httputil.ReverseProxy {
+func newReverseProxy(u *config.Upstream, tr http.RoundTripper, ri *realip.Resolver, pr *pathRewrite, errs errCounters, reads *readTimeouts, fails *failureLog, errLog *stdlog.Logger, limited bool) *httputil.ReverseProxy {
 	rw := newRewriter(u, ri)
+	rw.path = pr
 	respEdit := newHeaderEdit(u.ResponseHeaders)
 	return &httputil.ReverseProxy{
 		Transport:  tr,
@@ -276,10 +281,19 @@ type rewriter struct {
 	base    string
 	ri      *realip.Resolver
 	reqEdit headerEdit
+	// path is the route's strip_prefix or rewrite; nil: none.
+	path *pathRewrite
 }
 
+// echoURL is the target of the built-in echo upstream, which has no URL.
+var echoURL = &url.URL{Scheme: "http", Host: "echo"}
+
 func newRewriter(u *config.Upstream, ri *realip.Resolver) *rewriter {
-	return &rewriter{u: u, target: u.URL, base: strings.TrimSuffix(u.URL.EscapedPath(), "/"),
+	target := u.URL
+	if target == nil {
+		target = echoURL
+	}
+	return &rewriter{u: u, target: target, base: strings.TrimSuffix(target.EscapedPath(), "/"),
 		ri: ri, reqEdit: newHeaderEdit(u.RequestHeaders)}
 }
 
@@ -287,7 +301,7 @@ func newRewriter(u *config.Upstream, ri *realip.Resolver) *rewriter {
 // upstreams.NAME.host names, the forwarding headers, request_headers.
 func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(rw.target)
-	setRequestTarget(pr, rw.target, rw.base)
+	setRequestTarget(pr, rw.target, rw.base, rw.path)
 	switch rw.u.Host {
 	case config.HostClient, "":
 		pr.Out.Host = pr.In.Host
@@ -394,14 +408,26 @@ func answerError(w http.ResponseWriter, r *http.Request, err error, u string, er
 // URL's path and query), as nginx proxy_pass without a URI passes them:
 // ReverseProxy would drop a query it cannot parse (a ';', a bad escape)
 // and re-encode the rest in sorted order, and url.URL re-escapes a path.
-// A request-target not in origin form (absolute form, "*") keeps the
-// parsed URL's form.
-func setRequestTarget(pr *httputil.ProxyRequest, target *url.URL, base string) {
+// A route's strip_prefix or rewrite (pr, nil for none) changes the path
+// as nginx proxy_pass with a URI does (rewrite.go), and an empty query
+// ("/x?") is then dropped, as nginx drops it. A request-target not in
+// origin form (absolute form, "*") keeps the parsed URL's form, rewritten
+// as well.
+func setRequestTarget(pr *httputil.ProxyRequest, target *url.URL, base string, rw *pathRewrite) {
 	raw := pr.In.RequestURI
+	if rw != nil {
+		raw = originForm(raw)
+	}
 	if raw == "" || raw[0] != '/' {
 		return
 	}
 	path, query, hasQuery := strings.Cut(raw, "?")
+	rewritten := false
+	if rw != nil {
+		if p, ok := rw.apply(path); ok {
+			path, hasQuery, rewritten = p, query != "", true
+		}
+	}
 	out := pr.Out.URL
 	switch {
 	case target.RawQuery == "":
@@ -416,9 +442,32 @@ func setRequestTarget(pr *httputil.ProxyRequest, target *url.URL, base string) {
 		// An Opaque "//x" would be written as "http://x": keep the
 		// escaped form instead (EscapedPath returns it when valid).
 		out.Path, out.RawPath = pr.In.URL.Path, path
+		if rewritten { // rewrite "/" after a prefix without its slash
+			out.Path, _ = url.PathUnescape(path)
+		}
 		return
 	}
 	out.Opaque = base + path
+}
+
+// originForm returns the path and query of an absolute-form target as
+// the client sent them ("http://h/p?q" → "/p?q", "http://h?q" → "/?q",
+// nginx's empty path being "/"); any other target as it is. reqview has
+// refused every absolute form but scheme "://" authority [path] [query].
+func originForm(target string) string {
+	i := strings.Index(target, "://")
+	if target == "" || target[0] == '/' || i < 0 {
+		return target
+	}
+	rest := target[i+3:]
+	switch j := strings.IndexAny(rest, "/?"); {
+	case j < 0:
+		return "/"
+	case rest[j] == '?':
+		return "/" + rest[j:]
+	default:
+		return rest[j:]
+	}
 }
 
 // errClientBody makes ReverseProxy hand a response to ErrorHandler when

@@ -220,6 +220,9 @@ func TestRulesAcrossFields(t *testing.T) {
 		{"valkey with addrs", "store: { type: valkey, valkey: { addrs: \"v:6379\" } }\nupstreams: { a: { builtin: echo } }\nroutes: [{ name: r, upstream: a }]\n", true},
 		{"valkey without addrs", "store: { type: valkey, valkey: { addrs: [] } }\nupstreams: { a: { builtin: echo } }\nroutes: [{ name: r, upstream: a }]\n", false},
 		{"zero body_timeout", "server: { body_timeout: 0 }\nupstreams: { a: { builtin: echo } }\nroutes: [{ name: r, upstream: a }]\n", true},
+		{"rewrite and wildcard host", "upstreams: { a: { builtin: echo } }\nroutes: [{ name: r, upstream: a, match: { host: \"*.example.com\", path_prefix: /api/ }, rewrite: /v2/ }]\n", true},
+		{"strip_prefix without /", "upstreams: { a: { builtin: echo } }\nroutes: [{ name: r, upstream: a, strip_prefix: api }]\n", false},
+		{"strip_prefix and rewrite", "upstreams: { a: { builtin: echo } }\nroutes: [{ name: r, upstream: a, strip_prefix: /api, rewrite: /v2/ }]\n", false},
 		{"bad policy name", "policies: { \"a b\": { algorithm: concurrency, limit: 1 } }\nupstreams: { a: { builtin: echo } }\nroutes: [{ name: r, upstream: a }]\n", false},
 	} {
 		f := filepath.Join(t.TempDir(), "x.yaml")
