@@ -65,3 +65,38 @@ func TestForwardingAliasesDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadLimitedAsGet: on a route limited for GET (burst 1), a HEAD after
+// the one GET allowed is refused (429), not forwarded: the upstream would
+// run the GET handler for it, and its status would tell the answer.
+func TestHeadLimitedAsGet(t *testing.T) {
+	e2eAwayFromBoundary(t, time.Hour, time.Minute)
+	up := newRawUpstream(t)
+	rl := rlproxytest.Start(t, fmt.Sprintf(`upstreams: { app: { url: "http://%s" } }
+policies: { p: { algorithm: token_bucket, rate: 1r/h, burst: 1, key: ip } }
+routes:
+  - { name: get, match: { path_prefix: /g, methods: [GET] }, upstream: app, policies: [p] }
+  - { name: all, upstream: app }
+`, up.addr()))
+	for i, c := range []struct{ raw, want string }{
+		{"GET /g HTTP/1.1\r\nHost: h\r\nX-Case: head\r\nConnection: close\r\n\r\n", "HTTP/1.1 200 "},
+		{"HEAD /g HTTP/1.1\r\nHost: h\r\nX-Case: head\r\nConnection: close\r\n\r\n", "HTTP/1.1 429 "},
+	} {
+		c2, err := net.Dial("tcp", strings.TrimPrefix(rl.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c2.SetDeadline(time.Now().Add(10 * time.Second))
+		_, _ = io.WriteString(c2, c.raw)
+		resp, _ := io.ReadAll(c2)
+		c2.Close()
+		if !strings.HasPrefix(string(resp), c.want) {
+			t.Errorf("request %d: answered %q, want %q", i, firstLine(string(resp)), c.want)
+		}
+	}
+	if n := len(up.take("head")); n != 1 {
+		t.Errorf("upstream got %d requests, want 1 (the GET)", n)
+	}
+}
+
+func firstLine(s string) string { l, _, _ := strings.Cut(s, "\r\n"); return l }
