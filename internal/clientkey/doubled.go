@@ -13,7 +13,9 @@ import (
 // X-Api-Key); a query parameter named twice, names compared unescaped and
 // pairs split at "&" and at ";" (some upstreams split there); a cookie
 // named twice over all Cookie lines (HTTP/2 may split them; repeated
-// Cookie fields as such are fine). The proxy refuses such a request with
+// Cookie fields as such are fine), names compared unescaped (older PHP and
+// Rack unescape them). Query and cookie names are also compared as PHP
+// reads them (sameParamName): "api.key" is api_key there. The proxy refuses such a request with
 // 400, as nginx refuses a repeated Authorization: keying one value while
 // the upstream reads another would let a client send a fresh decoy, and
 // get a fresh budget, on every request. It does not allocate unless a
@@ -87,7 +89,7 @@ func queryCount(q, name string) int {
 			kv, q = q, ""
 		}
 		k, _, _ := strings.Cut(kv, "=")
-		if k, ok := unescapeQuery(k); ok && k == name {
+		if k, ok := unescapeQuery(k); ok && sameParamName(k, name) {
 			n++
 		}
 	}
@@ -101,10 +103,40 @@ func cookieCount(lines []string, name string) int {
 		for line != "" {
 			var part string
 			part, line, _ = strings.Cut(line, ";")
-			if k, _, ok := strings.Cut(strings.TrimSpace(part), "="); ok && k == name {
+			k, _, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if k, unescaped := unescapeQuery(k); ok && unescaped && sameParamName(k, name) {
 				n++
 			}
 		}
 	}
 	return n
+}
+
+// sameParamName reports whether the query or cookie name k is name to PHP,
+// which drops leading spaces of a name and reads ".", " " and "[" in it as
+// "_" (PHP manual, "Variables From External Sources"): "api.key=real"
+// after "api_key=decoy" is a second api_key there.
+func sameParamName(k, name string) bool {
+	if k == name {
+		return true
+	}
+	k = strings.TrimLeft(k, " ")
+	if len(k) != len(name) {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if phpName(k[i]) != phpName(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// phpName is c as PHP reads it in a variable name.
+func phpName(c byte) byte {
+	switch c {
+	case '.', ' ', '[':
+		return '_'
+	}
+	return c
 }

@@ -512,3 +512,36 @@ func TestBypassGuardAfterUnswitched(t *testing.T) {
 		})
 	}
 }
+
+// TestBypassGuardAfterConnect: a CONNECT is never forwarded (rlproxy 405,
+// nginx 400), and the listener's guard stops checking after one, so an
+// obs-fold or a Content-Length + Transfer-Encoding request pipelined behind
+// it never reaches the upstream: both close the connection after the
+// CONNECT's answer, on every listener.
+func TestBypassGuardAfterConnect(t *testing.T) {
+	const connect = "CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n"
+	seconds := []struct{ name, raw string }{
+		{"obs-fold", "GET /smuggled HTTP/1.1\r\nHost: h\r\nX-Folded: a\r\n b\r\n\r\n"},
+		{"cl-te", "POST /smuggled HTTP/1.1\r\nHost: h\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nX"},
+		{"plain", "GET /smuggled HTTP/1.1\r\nHost: h\r\n\r\n"},
+	}
+	for _, target := range bpTargets {
+		t.Run(target, func(t *testing.T) {
+			up := newBPUpstream(t)
+			p := bpTarget(t, target, fmt.Sprintf("upstreams: { app: { url: %q } }\n%sroutes: [ { name: all, upstream: app, policies: [big] } ]\n",
+				up.url(), bpBig), up.url())
+			want := http.StatusMethodNotAllowed
+			if target == "nginx" {
+				want = http.StatusBadRequest
+			}
+			for _, s := range seconds {
+				before := len(up.requests())
+				ans, _, _ := p.exchange(t, connect+s.raw)
+				if got := up.requests()[before:]; len(got) != 0 || !slices.Equal(ans.statuses, []int{want}) || !ans.closed {
+					t.Errorf("%s: CONNECT + %s: upstream got %d requests, client %v closed %v; want none, [%d], closed",
+						p.name, s.name, len(got), ans.statuses, ans.closed, want)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"net/http"
 	"strings"
 
 	"rlproxy/internal/reqview"
@@ -28,7 +29,11 @@ func (rt *Route) matches(v *reqview.View) bool {
 	if len(m.Methods) > 0 {
 		ok := false
 		for _, meth := range m.Methods {
-			if meth == v.Method {
+			// A GET route covers HEAD: upstreams (Go's ServeMux, Rails,
+			// Flask, Express) run the GET handler for it, and nginx's
+			// limit_except GET allows HEAD too. Otherwise HEAD walked
+			// around a GET limit, its status still telling the answer.
+			if meth == v.Method || meth == http.MethodGet && v.Method == http.MethodHead {
 				ok = true
 				break
 			}

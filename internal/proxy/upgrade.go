@@ -61,11 +61,12 @@ func (a upgrades) screen(r *http.Request) *http.Request {
 
 // closesUnlessSwitched reports whether r is an HTTP/1 request whose connection the
 // listener cannot keep guarding once it is answered without a switch: one
-// asking for an Upgrade (package framing stops checking after it, since
-// what follows a 101 is not HTTP/1), or one with an odd HTTP/1 version
-// (HTTP/1.2 to 1.9, which net/http reads as HTTP/1.1). Its answer, unless
-// a 101, closes the connection (record.final), so no byte after it is ever
-// read as another request.
+// asking for an Upgrade or a CONNECT (package framing stops checking after
+// either, since what follows a 101 or a 2xx to CONNECT is not HTTP/1), or
+// one with an odd HTTP/1 version (HTTP/1.2 to 1.9, which net/http reads as
+// HTTP/1.1). Its answer, unless a 101, closes the connection
+// (record.final), so no byte after it is ever read as another request;
+// nginx closes after its 400 to CONNECT too.
 func closesUnlessSwitched(r *http.Request) bool {
-	return r.ProtoMajor == 1 && (r.ProtoMinor > 1 || r.Header["Upgrade"] != nil)
+	return r.ProtoMajor == 1 && (r.ProtoMinor > 1 || r.Header["Upgrade"] != nil || r.Method == http.MethodConnect)
 }

@@ -325,6 +325,7 @@ func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
 	// is capped so an append elsewhere copies.
 	v := &[4]string{rw.ri.ForwardedFor(peer, pr.In.Header), pr.In.Host, proto}
 	h := pr.Out.Header
+	dropForwardingAliases(h)
 	h["X-Forwarded-For"] = v[0:1:1]
 	h["X-Forwarded-Host"] = v[1:2:2]
 	h["X-Forwarded-Proto"] = v[2:3:3]
