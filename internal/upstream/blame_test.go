@@ -70,6 +70,12 @@ func realPool(t *testing.T, h http.HandlerFunc) *Pool {
 // that resets the connection is the server's: two requests take both out.
 func TestBlame(t *testing.T) {
 	upstream := func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" { // gives up on a slow body, as gunicorn or Puma do
+			_, _ = io.ReadFull(r.Body, make([]byte, 2))
+			c, _, _ := http.NewResponseController(w).Hijack()
+			c.Close()
+			return
+		}
 		if r.URL.Path == "/reset" {
 			c, _, _ := http.NewResponseController(w).Hijack()
 			c.Close()
@@ -108,6 +114,13 @@ func TestBlame(t *testing.T) {
 			r, _ := http.NewRequestWithContext(gone, http.MethodGet, "http://x/", nil)
 			return r
 		}, BlameClientGone, 2},
+		// The server's error, but not counted against it: the client's
+		// body was still arriving (nginx reads a body before sending it).
+		{"server gives up on a slow body", func() *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, "http://x/slow", &slowBody{})
+			r.ContentLength = 2
+			return r
+		}, BlameServer, 2},
 		{"server resets", func() *http.Request {
 			r, _ := http.NewRequest(http.MethodPost, "http://x/reset", strings.NewReader("ok"))
 			return r
@@ -144,6 +157,21 @@ func TestBlame(t *testing.T) {
 		})
 	}
 }
+
+// slowBody sends "ab", then blocks for bodyStall before its end: a
+// client whose body trickles in slower than the upstream waits.
+type slowBody struct{ sent bool }
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, "ab"), nil
+	}
+	time.Sleep(bodyStall) // at least: the read counts as stalled
+	return 0, io.EOF
+}
+
+func (b *slowBody) Close() error { return nil }
 
 // errDialed is the dial error of FuzzSendable's transport: seeing it
 // means the transport went on to connect, so it would have sent the request.

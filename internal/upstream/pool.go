@@ -133,7 +133,7 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var body *sentBody
 	if req.Body != nil && req.Body != http.NoBody {
-		body = &sentBody{ReadCloser: req.Body}
+		body = &sentBody{ReadCloser: req.Body, now: p.now}
 		req.Body = body
 	}
 	start := p.now()
@@ -169,6 +169,12 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 			// next request.
 			s.releaseTrial(claimed, now.UnixNano())
 			return nil, &ClientError{Blame: b, Err: err}
+		}
+		if body.slow() {
+			// The server may have given up on a slow client: not counted
+			// against it, and not retried (the body is spent).
+			s.releaseTrial(claimed, now.UnixNano())
+			return nil, err
 		}
 		now = p.now()
 		if s.failed(now.UnixNano(), p.maxFails, p.failTimeout) && p.log != nil {
@@ -263,22 +269,45 @@ func retriable(req *http.Request, body *sentBody, err error) bool {
 	return false
 }
 
-// sentBody is a request body that remembers whether it was read, and
-// whether a read failed: the client's body, not the server, then ended the
-// attempt (blame).
+// bodyStall is how long one read of a client's body may block before the
+// client counts as slow: a server that fails such an attempt may have given
+// up waiting on the client (as gunicorn and Puma do), so it is not blamed.
+const bodyStall = time.Second
+
+// sentBody is a request body that remembers whether it was read, whether
+// it was read to its end, whether one read blocked for bodyStall or more,
+// and whether a read failed: the client's body, not the server, then ended
+// the attempt (blame).
 type sentBody struct {
 	io.ReadCloser
-	read   atomic.Bool
-	failed atomic.Bool
+	now     func() time.Time
+	read    atomic.Bool
+	done    atomic.Bool // io.EOF seen
+	stalled atomic.Bool // one read blocked for bodyStall or more
+	failed  atomic.Bool
 }
 
 func (b *sentBody) Read(p []byte) (int, error) {
 	b.read.Store(true)
+	start := b.now()
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
+	if b.now().Sub(start) >= bodyStall {
+		b.stalled.Store(true)
+	}
+	switch {
+	case err == io.EOF:
+		b.done.Store(true)
+	case err != nil:
 		b.failed.Store(true)
 	}
 	return n, err
+}
+
+// slow reports whether b (nil: no body) held the attempt up: still being
+// read when it failed, or stalled in a read. nginx, which reads a body
+// before sending it, never sends a server a slow one.
+func (b *sentBody) slow() bool {
+	return b != nil && (b.read.Load() && !b.done.Load() || b.stalled.Load())
 }
 
 // Close keeps the body open: a transport closes it on a failed attempt,
