@@ -251,7 +251,7 @@ func (s *Server) route(rc *record, r *http.Request, rt *Runtime, ip netip.Addr) 
 	}
 	if rt.quota != nil && v.Path == rt.quota.path { // in any spelling, as routes
 		rc.decision = decisionQuota
-		s.serveQuota(rc, r, rt, ip)
+		s.serveQuota(rc, r, rt, ip, v.Host)
 		return nil
 	}
 	if !screen(rc, r) {

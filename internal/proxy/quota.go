@@ -10,6 +10,7 @@ import (
 	"rlproxy/internal/config"
 	"rlproxy/internal/live"
 	"rlproxy/internal/policy"
+	"rlproxy/internal/reqview"
 	"rlproxy/internal/store"
 	"rlproxy/internal/store/memory"
 )
@@ -56,7 +57,7 @@ type QuotaAnswer struct {
 	Policies  []QuotaPolicy `json:"policies"`
 }
 
-func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime, ip netip.Addr) {
+func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime, ip netip.Addr, host string) {
 	q := rt.quota
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -70,12 +71,43 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 		writeProblem(w, r, problemQuotaLimited, nil, res)
 		return
 	}
+	routes, ok := quotaRoutes(rt, r, host)
+	if !ok {
+		writeProblem(w, r, problemBadPath, nil, nil)
+		return
+	}
 	res := s.results.Get().(*policy.Result)
 	defer s.results.Put(res)
-	ans := rt.Quota(r.Context(), rt.Limiter.Routes(), r, ip, res)
+	ans := rt.Quota(r.Context(), routes, r, ip, res)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(&ans)
+}
+
+// quotaRoutes is the routes the quota endpoint answers for: every route,
+// or with ?path=P (and ?method=M, default GET) only the route a request for
+// P on this Host would take (none when no route would), so the top-level
+// figures are that route's binding policy rather than the tightest policy
+// of any route. ok is false for a P or M that a request could not carry
+// (reqview.Path, reqview.Method): the caller answers 400.
+func quotaRoutes(rt *Runtime, r *http.Request, host string) (routes []*policy.Route, ok bool) {
+	q := r.URL.Query()
+	raw := q.Get("path")
+	if raw == "" {
+		return rt.Limiter.Routes(), true
+	}
+	p, ok := reqview.Path(raw)
+	m := q.Get("method")
+	if m == "" {
+		m = http.MethodGet
+	}
+	if !ok || raw[0] != '/' || !reqview.Method(m) {
+		return nil, false
+	}
+	if route := rt.Limiter.Match(&reqview.View{Method: m, Host: host, Path: p}); route != nil {
+		return []*policy.Route{route}, true
+	}
+	return nil, true
 }
 
 // Quota is r's quota (from client address ip) on every policy of routes
