@@ -19,14 +19,25 @@ case "${1:-}" in
   *) echo "usage: $0 [-short]" >&2; exit 2 ;;
 esac
 
+# static_checks: formatting; comments that cite no tracker item (a reader of
+# the repository cannot open one: cite a file or a standard); vet.
+static_checks() {
+  echo "== gofmt"
+  local bad
+  bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+  if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
+  echo "== comments name no tracker item"
+  if git grep -nE 'issue [0-9]|issue: ' -- '*.go'; then
+    echo "the comments above name tracker items: cite the repository or a standard" >&2; exit 1
+  fi
+  echo "== go vet"
+  go vet ./...
+}
+
 if ((short)); then
   start=$SECONDS
   export PATH=$PATH:$(go env GOPATH)/bin
-  echo "== gofmt"
-  bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
-  if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
-  echo "== go vet"
-  go vet ./...
+  static_checks
   echo "== go test -race -short"
   go test -race -short -p 1 -count=1 -timeout 15m ./...
   echo "== go vet, go test -race (internal/config/schematest)"
@@ -79,11 +90,7 @@ fi
 # Tests that need these tools fail instead of skipping when this is set.
 export RLPROXY_REQUIRE_REDIS=1 RLPROXY_REQUIRE_TOOLS=1 RLPROXY_REQUIRE_NGINX=1
 
-echo "== gofmt"
-bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
-if [ -n "$bad" ]; then echo "gofmt would change: $bad" >&2; exit 1; fi
-echo "== go vet"
-go vet ./...
+static_checks
 echo "== go test -race"
 # -p 1: packages run one at a time; several start real servers and some
 # measure real time (kept >= 100 ms from decision boundaries).

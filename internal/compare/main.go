@@ -98,7 +98,7 @@ func printRace(ctx context.Context, w io.Writer, st store.Store, c Counter, pref
 	return nil
 }
 
-// MemoryClient is the client id whose keys -memory measures (issue: c42).
+// MemoryClient is the client id whose keys -memory measures.
 const MemoryClient = "c42"
 
 // MemoryLimits are the -memory experiment's limits: 1,000 requests per hour

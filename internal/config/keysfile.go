@@ -12,7 +12,7 @@ import (
 // within the loader's size limit. A file in the usual flat form — one
 // `credential: plan` per line, plain scalars, comments and blank lines —
 // is parsed line by line without building a YAML tree (which costs about
-// 20× the file in memory; issue 21 measured 1.1 GB for 50 MB); anything
+// 20× the file in memory; 1.1 GB was measured for 50 MB); anything
 // else (quotes, flow style, anchors, indentation, CRLF...) goes through
 // yaml.v3 as before. Both report the same problems. seen holds the inline
 // `keys:` credentials (credential → "FILE:LINE" of its first mention).

@@ -1,6 +1,6 @@
 package e2e
 
-// "Who is the client" (issue 5), end to end through a real rlproxy: key
+// "Who is the client", end to end through a real rlproxy: key
 // sources, real-IP hardening, plans, the quota endpoint, concurrency
 // leases, request cost and exempt clients. Limits use token buckets with a
 // refill of one per hour (no window boundary can move a count mid-test)

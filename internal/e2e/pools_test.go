@@ -1,6 +1,6 @@
 package e2e
 
-// Upstream pools (issue 15): balancing, health, retries, over real
+// Upstream pools: balancing, health, retries, over real
 // loopback upstream servers behind a real rlproxy.
 
 import (

@@ -78,7 +78,7 @@ func stressFromEnv(t *testing.T) stressSettings {
 	return s
 }
 
-// TestStressStall (issue 21): clients × 12 requests against a quota of 10
+// TestStressStall: clients × 12 requests against a quota of 10
 // per hour, through 1 and 3 rlproxy instances on one redis-server, with a
 // forced 60 ms server stall (DEBUG SLEEP 0.06) in each run, at the default
 // valkey.timeout and breaker: no client may get more than its 10, and no

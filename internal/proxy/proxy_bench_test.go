@@ -16,7 +16,7 @@ import (
 	"rlproxy/internal/testutil/redisserver"
 )
 
-// The request hot path in process (issue 7): server.App's production
+// The request hot path in process: server.App's production
 // wiring (policy layer, guarded Valkey store, metrics, reverse proxy with
 // its transport) driven through proxy.Server.ServeHTTP with a reusable
 // ResponseWriter, against a real loopback upstream that answers a fixed

@@ -125,9 +125,8 @@ func routeConfig(cfg *config.Config, name string) *config.Route {
 }
 
 // Close releases what only this Runtime uses: the quota endpoint's local
-// limiter (its sweeper) and, for a Runtime of NewRuntime, its upstream
-// servers' connections and probers. (A Set shared across reloads closes
-// servers as reloads drop them.)
+// limiter (its sweeper). Upstream servers belong to the Set passed to
+// NewRuntimeOn, which closes them as reloads drop them.
 func (rt *Runtime) Close() {
 	if rt.quota != nil {
 		_ = rt.quota.local.Close()

@@ -15,8 +15,8 @@ import (
 	"rlproxy/internal/metrics"
 )
 
-// limitListener bounds what clients can hold of the process (issue 21's
-// client-side bounds): at most max open connections (server.max_connections;
+// limitListener bounds what clients can hold of the process (the client-side
+// bounds): at most max open connections (server.max_connections;
 // at the cap an idle connection is closed to admit a new one, and when
 // none is idle the new one is closed at accept, so when file descriptors
 // run short new clients are refused before upstream dials fail), at most

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// goal is one of issue 7's marks on a run's medians: the full-load req/s of
+// goal is one of the throughput marks on a run's medians: the full-load req/s of
 // target num ÷ that of target den (or, with halfP99, the p99 latency that
 // num adds at half load ÷ what den adds), against a bound. A bound of 0
 // reports the ratio only.
@@ -16,9 +16,9 @@ type goal struct {
 	atMost   float64
 }
 
-// issueGoals are issue 7's pass marks ("What it must show", 1; the
+// issueGoals are the throughput pass marks (bench/README.md; the
 // half-load mark for both stores), plus the 10k-client pair, reported
-// without a mark, and issue 15's: the access log costs at most 10 % of
+// without a mark, and the pool and access-log marks: the access log costs at most 10 % of
 // req/s, a one-server pool no more than 5 % against `url`.
 func issueGoals() []goal {
 	return []goal{

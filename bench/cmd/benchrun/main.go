@@ -1,4 +1,4 @@
-// Command benchrun is the rlproxy benchmark harness (issue 7), normally run
+// Command benchrun is the rlproxy benchmark harness, normally run
 // by bench/run.sh (throughput) and bench/attack.sh (attack scenario), which
 // install the tools and build the binaries first.
 //

@@ -129,7 +129,7 @@ func metaMarkdown(b *strings.Builder, m meta) {
 type throughputReport struct {
 	Meta    meta            `json:"meta"`
 	Targets []*targetResult `json:"targets"`
-	Goals   []goalResult    `json:"goals,omitempty"` // issue 7's marks (goals.go)
+	Goals   []goalResult    `json:"goals,omitempty"` // the pass marks (goals.go)
 }
 
 // throughputMarkdown renders latest.md.

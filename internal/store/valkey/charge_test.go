@@ -143,7 +143,7 @@ func TestDifferentialCharge(t *testing.T) {
 	}
 }
 
-// TestChargeSteps is issue 16's response-cost case on the stores: a token
+// TestChargeSteps is the response-cost case on the stores: a token
 // bucket of 100 at 1 r/s, each request decided at cost 1 and charged its
 // response's 40 tokens (39 more). Requests 1–3 pass, the 4th is refused
 // with a retry of 21 s, until a request of cost 1 would be accepted.
