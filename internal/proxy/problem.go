@@ -27,6 +27,7 @@ const (
 	problemMethod                              // TRACE or CONNECT, never forwarded (as nginx): 405
 	problemUnsendable                          // the upstream transport refused to send the request as it came: 400
 	problemBodyTooLarge                        // the request body is over max_body_size (nginx client_max_body_size): 413
+	problemBadQuotaQuery                       // the quota endpoint's query does not name a request: 400
 
 	// Requests that cannot be read unambiguously (package reqview): 400.
 	problemBadMethod
@@ -60,6 +61,7 @@ var problems = [...]struct {
 	problemBadRequest:       {"urn:rlproxy:problem:bad-request", "Bad Request", "the request body is malformed", http.StatusBadRequest},
 	problemMethod:           {"urn:rlproxy:problem:method-not-allowed", "Method Not Allowed", "TRACE and CONNECT are not forwarded", http.StatusMethodNotAllowed},
 	problemUnsendable:       {"urn:rlproxy:problem:bad-request", "Bad Request", "the request cannot be forwarded as sent (a method that is not a token, an invalid header field)", http.StatusBadRequest},
+	problemBadQuotaQuery:    {"urn:rlproxy:problem:bad-request", "Bad Request", "want ?path=/PATH and, optionally, &method=METHOD, in a query that parses", http.StatusBadRequest},
 	problemBodyTooLarge:     {"urn:rlproxy:problem:body-too-large", "Content Too Large", "the request body is larger than this route accepts (max_body_size)", http.StatusRequestEntityTooLarge},
 
 	problemBadMethod:           {"urn:rlproxy:problem:bad-request", "Bad Request", "the method must be a token without lower-case letters", http.StatusBadRequest},

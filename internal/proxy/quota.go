@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/netip"
+	"net/url"
 
 	"rlproxy/internal/algo"
 	"rlproxy/internal/config"
@@ -71,9 +72,9 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 		writeProblem(w, r, problemQuotaLimited, nil, res)
 		return
 	}
-	routes, ok := quotaRoutes(rt, r, host)
+	routes, bad, ok := quotaRoutes(rt, r, host)
 	if !ok {
-		writeProblem(w, r, problemBadPath, nil, nil)
+		writeProblem(w, r, bad, nil, nil)
 		return
 	}
 	res := s.results.Get().(*policy.Result)
@@ -88,26 +89,30 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 // or with ?path=P (and ?method=M, default GET) only the route a request for
 // P on this Host would take (none when no route would), so the top-level
 // figures are that route's binding policy rather than the tightest policy
-// of any route. ok is false for a P or M that a request could not carry
-// (reqview.Path, reqview.Method): the caller answers 400.
-func quotaRoutes(rt *Runtime, r *http.Request, host string) (routes []*policy.Route, ok bool) {
-	q := r.URL.Query()
-	raw := q.Get("path")
-	if raw == "" {
-		return rt.Limiter.Routes(), true
+// of any route. Without ok, bad is the problem to answer instead (400): a
+// query that does not parse, M without P, P not starting with "/", or a P
+// or M a request could not carry (reqview.Path, reqview.Method).
+func quotaRoutes(rt *Runtime, r *http.Request, host string) (routes []*policy.Route, bad problemKind, ok bool) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	raw, m := q.Get("path"), q.Get("method")
+	switch {
+	case err != nil, raw == "" && m != "", raw != "" && raw[0] != '/':
+		return nil, problemBadQuotaQuery, false
+	case raw == "":
+		return rt.Limiter.Routes(), 0, true
+	case m == "":
+		m = http.MethodGet
+	case !reqview.Method(m):
+		return nil, problemBadMethod, false
 	}
 	p, ok := reqview.Path(raw)
-	m := q.Get("method")
-	if m == "" {
-		m = http.MethodGet
-	}
-	if !ok || raw[0] != '/' || !reqview.Method(m) {
-		return nil, false
+	if !ok {
+		return nil, problemBadPath, false
 	}
 	if route := rt.Limiter.Match(&reqview.View{Method: m, Host: host, Path: p}); route != nil {
-		return []*policy.Route{route}, true
+		return []*policy.Route{route}, 0, true
 	}
-	return nil, true
+	return nil, 0, true
 }
 
 // Quota is r's quota (from client address ip) on every policy of routes

@@ -64,21 +64,24 @@ quota_endpoint: { path: /rate-limit }
 		query    string
 		code     int
 		limit    int
-		policies string
+		policies string // for a 400: a part of its detail
 	}{
 		{"", 200, 3, "login,api"},
 		{"?path=/api/x", 200, 100, "api"},
 		{"?path=/login&method=POST", 200, 3, "login"},
 		{"?path=/login", 200, 0, ""}, // a GET takes no limited route
 		{"?path=/x/../api/%79", 200, 100, "api"},
-		{"?path=/../api/x", 400, 0, ""},
-		{"?path=api/x", 400, 0, ""},
-		{"?path=/api/x&method=get", 400, 0, ""},
+		{"?path=/../api/x", 400, 0, "climbs above the root"},
+		{"?path=api/x", 400, 0, "want ?path=/PATH"},
+		{"?path=/api/x&method=get", 400, 0, "lower-case"},
+		{"?path=/api/x%zz", 400, 0, "want ?path=/PATH"},
+		{"?method=POST", 400, 0, "want ?path=/PATH"},
 	} {
 		w := httptest.NewRecorder()
 		app.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/rate-limit"+c.query, nil))
 		var body struct {
-			Limit    int `json:"limit"`
+			Detail   string `json:"detail"`
+			Limit    int    `json:"limit"`
 			Policies []struct {
 				Name string `json:"name"`
 			} `json:"policies"`
@@ -88,7 +91,8 @@ quota_endpoint: { path: /rate-limit }
 		for _, p := range body.Policies {
 			names = append(names, p.Name)
 		}
-		if w.Code != c.code || c.code == 200 && (body.Limit != c.limit || strings.Join(names, ",") != c.policies) {
+		if w.Code != c.code || c.code == 200 && (body.Limit != c.limit || strings.Join(names, ",") != c.policies) ||
+			c.code == 400 && !strings.Contains(body.Detail, c.policies) {
 			t.Errorf("%q: %d limit %d policies %v, want %d limit %d policies %q (%s)", c.query, w.Code, body.Limit, names, c.code, c.limit, c.policies, w.Body.String())
 		}
 	}
