@@ -183,11 +183,12 @@ func (l *Limiter) decideAt() int64 {
 
 // observeStore records one store round trip of a decision made under ctx.
 // A decision the circuit breaker answered without asking the store is no
-// round trip: it is not timed (the breaker has its own gauge). Failed
-// round trips are counted by the store itself (rlproxy_store_errors_total,
-// through valkey.Options.OnRoundTrip: a batch is one round trip). Nor is one whose caller gave up (ctx canceled: the
-// client left before the store answered): it says nothing of the store's
-// health, as for the breaker itself (guard.Breaker.Decide).
+// round trip: it is not timed (the breaker has its own gauge). Nor is one
+// whose caller gave up (ctx canceled: the client left before the store
+// answered): it says nothing of the store's health, as for the breaker
+// itself (guard.Breaker.Decide). Failed round trips are counted by the
+// store itself (rlproxy_store_errors_total, through
+// valkey.Options.OnRoundTrip: a batch is one round trip).
 func (l *Limiter) observeStore(ctx context.Context, start time.Time, err error) {
 	if l.metrics == nil || errors.Is(err, guard.ErrOpen) || (errors.Is(err, context.Canceled) && ctx.Err() != nil) {
 		return

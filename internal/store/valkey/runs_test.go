@@ -12,6 +12,7 @@ import (
 
 	"rlproxy/internal/algo"
 	"rlproxy/internal/store"
+	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/redisserver"
 )
 
@@ -132,5 +133,38 @@ func TestRoundTripsReported(t *testing.T) {
 	}
 	if got := round("fast", false); len(got) != 1 || got[0] != nil {
 		t.Errorf("an answered batch of %d reported %v, want one nil", callers, got)
+	}
+}
+
+// TestUnreachableReported: a store whose server was never reached (nothing
+// listens at its address) reports each failed connection (New's first,
+// then each decision's) as a failed round trip to its node, so its breaker opens and its errors are counted, as
+// for a server that went away.
+func TestUnreachableReported(t *testing.T) {
+	addr := netutil.FreeAddr(t) // nothing listens there
+	var mu sync.Mutex
+	var trips []string
+	st, err := New(context.Background(), Options{Addrs: []string{addr}, Timeout: 200 * time.Millisecond,
+		OnRoundTrip: func(node string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			trips = append(trips, fmt.Sprintf("%s %v", node, err != nil))
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	l := algo.Limit{Kind: algo.FixedWindow, Count: 5, Period: 3_600_000}
+	for range 2 {
+		out := make([]algo.Decision, 1)
+		if _, err := st.Decide(context.Background(), []store.Check{{Key: "rl:v2:{u}:fw", Limit: l, Cost: 1}}, base, out); err == nil {
+			t.Fatal("decided without a server")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// New's own attempt to connect, then one per decision.
+	if want := fmt.Sprint([]string{addr + " true", addr + " true", addr + " true"}); fmt.Sprint(trips) != want {
+		t.Errorf("round trips %v, want %v", trips, want)
 	}
 }

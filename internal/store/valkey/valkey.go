@@ -215,7 +215,12 @@ func (s *Store) Client(ctx context.Context) (valkeygo.Client, error) {
 	// Once created, valkey-go's client reconnects by itself after outages.
 	c, err := valkeygo.NewClient(s.opt)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to valkey %s: %w", strings.Join(s.opt.InitAddress, ","), err)
+		err = fmt.Errorf("connecting to valkey %s: %w", strings.Join(s.opt.InitAddress, ","), err)
+		// One failed round trip to Options.OnRoundTrip: a store never
+		// reached must open its breaker and count as an error, as one that
+		// went away does.
+		s.roundTrip(singleName(s.opt.InitAddress), err)
+		return nil, err
 	}
 	s.conn.Store(&c)
 	if c.Mode() == valkeygo.ClientModeCluster {
