@@ -6,6 +6,7 @@ package deploy_test
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -51,6 +52,11 @@ func TestOCIImage(t *testing.T) {
 	bundle := filepath.Join(t.TempDir(), "bundle")
 	if out, err := exec.Command(umoci, "unpack", "--rootless", "--image", dir+":0.3.0", bundle).CombinedOutput(); err != nil {
 		t.Fatalf("umoci unpack: %v\n%s", err, out)
+	}
+	// Without the CA bundle an https:// upstream fails with "certificate
+	// signed by unknown authority".
+	if fi, err := os.Stat(filepath.Join(bundle, "rootfs/etc/ssl/certs/ca-certificates.crt")); err != nil || fi.Size() == 0 {
+		t.Errorf("the image's CA bundle: %v", err)
 	}
 	v, err := exec.Command(filepath.Join(bundle, "rootfs", c.Entrypoint[0]), "version").Output()
 	if err != nil || !strings.HasPrefix(string(v), "rlproxy 0.3.0 ") {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds rlproxy's container image as an OCI image layout, without a
-# container engine: the static binary in an otherwise empty file system,
+# container engine: the static binary and the CA bundle in an otherwise
+# empty file system,
 # assembled with umoci (Debian: apt-get install umoci) and readable by
 # skopeo (`skopeo inspect oci:DIR:TAG`, `skopeo copy oci:DIR:TAG
 # docker://REGISTRY/rlproxy:TAG` to push it). Those with an engine can use
@@ -26,6 +27,12 @@ umoci init --layout "$dir"
 umoci new --image "$dir:$tag"
 umoci unpack --rootless --image "$dir:$tag" "$work/bundle" >/dev/null
 install -m 0755 "$work/rlproxy" "$work/bundle/rootfs/rlproxy"
+# The CA bundle Go reads on Linux, so https:// upstreams and valkey.tls
+# without a ca_file verify against the usual roots, as in the Dockerfile's
+# distroless base.
+cas=/etc/ssl/certs/ca-certificates.crt
+[ -s "$cas" ] || { echo "$cas not found: apt-get install ca-certificates" >&2; exit 1; }
+install -D -m 0644 "$cas" "$work/bundle/rootfs$cas"
 mkdir -p "$work/bundle/rootfs/etc/rlproxy" "$work/bundle/rootfs/tmp"
 chmod 1777 "$work/bundle/rootfs/tmp"
 umoci repack --image "$dir:$tag" "$work/bundle"
