@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/rlproxytest"
 )
 
@@ -73,9 +69,9 @@ func capAdmitted(t *testing.T, src, addr string, n int) int {
 // startHAProxyCap runs haproxy in front of upstream (HOST:PORT) with a cap
 // of n connections per source address and returns its listen address.
 func startHAProxyCap(t *testing.T, n int, upstream string) string {
-	bin := e2eTool(t, "haproxy")
-	addr := netutil.FreeAddr(t)
-	cfg := fmt.Sprintf(`global
+	t.Helper()
+	return runHAProxy(t, func(addr string) string {
+		return fmt.Sprintf(`global
   maxconn 4000
 defaults
   mode http
@@ -91,25 +87,7 @@ frontend fe
 backend be
   server s1 %s
 `, addr, n, upstream)
-	path := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var out netutil.LockedBuffer
-	cmd := exec.Command(bin, "-db", "-f", path)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	p, err := netutil.Start(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			t.Logf("haproxy output:\n%s", out.String())
-		}
 	})
-	netutil.WaitListening(t, addr, 10*time.Second)
-	return addr
 }
 
 // TestPerClientCapBehindProxyProtocol: behind a real HAProxy sending PROXY

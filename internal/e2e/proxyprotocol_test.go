@@ -38,10 +38,8 @@ func e2eTool(t *testing.T, name string) string {
 // address.
 func startHAProxy(t *testing.T, backend string) string {
 	t.Helper()
-	bin := e2eTool(t, "haproxy")
-	addr := netutil.FreeAddr(t)
-	cfg := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`global
+	return runHAProxy(t, func(addr string) string {
+		return fmt.Sprintf(`global
     maxconn 100
 defaults
     mode tcp
@@ -53,10 +51,22 @@ frontend f
     default_backend b
 backend b
     server rl %s send-proxy-v2
-`, addr, backend)), 0o600); err != nil {
+`, addr, backend)
+	})
+}
+
+// runHAProxy runs a real HAProxy with the configuration cfg gives for its
+// listening address, stopped when t ends (its output logged if t failed),
+// and returns that address once it accepts.
+func runHAProxy(t *testing.T, cfg func(addr string) string) string {
+	t.Helper()
+	bin := e2eTool(t, "haproxy")
+	addr := netutil.FreeAddr(t)
+	path := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(cfg(addr)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-db", "-f", cfg)
+	cmd := exec.Command(bin, "-db", "-f", path)
 	out := &netutil.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	proc, err := netutil.Start(cmd)
