@@ -139,13 +139,21 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	// Flags may also follow the file (`rlproxy validate FILE -allow-missing-env`).
+	file := ""
+	if fs.NArg() > 0 {
+		file = fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return 2
+		}
+	}
 	switch {
-	case fs.NArg() > 1:
-		return badArgs(stderr, fmt.Sprintf("validate: one file, not %d", fs.NArg()))
-	case fs.NArg() == 1 && flagGiven(fs, "config"):
-		return badArgs(stderr, fmt.Sprintf("validate: the file is -config %s or the argument %q, not both", *path, fs.Arg(0)))
-	case fs.NArg() == 1:
-		*path = fs.Arg(0)
+	case fs.NArg() > 0:
+		return badArgs(stderr, fmt.Sprintf("validate: one file, not %d", 1+fs.NArg()))
+	case file != "" && flagGiven(fs, "config"):
+		return badArgs(stderr, fmt.Sprintf("validate: the file is -config %s or the argument %q, not both", *path, file))
+	case file != "":
+		*path = file
 	}
 	ov := lf.overrides()
 	cfg, err := config.LoadWith(*path, config.LoadOptions{MaxFileBytes: *maxBytes, Overrides: ov, AllowMissingEnv: *allowMissing})

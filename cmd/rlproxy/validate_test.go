@@ -42,6 +42,11 @@ func TestValidateAllowMissingEnv(t *testing.T) {
 		t.Errorf("-allow-missing-env: exit %d, stdout %q, stderr:\n%s\nwant exit 0 and:\n%s", code, stdout, stderr, want)
 	}
 
+	// The flag may follow the file too.
+	if code2, stdout2, stderr2 := mainRun("validate", p, "-allow-missing-env"); code2 != code || stdout2 != stdout || stderr2 != stderr {
+		t.Errorf("the flag after the file: exit %d, stdout %q, stderr:\n%s\nwant as before it", code2, stdout2, stderr2)
+	}
+
 	t.Setenv("RLPROXY_TEST_UNSET_SECRET", "short")
 	code, _, stderr = mainRun("validate", "-allow-missing-env", p)
 	if wantErr := p + ":3: store.key_hash_secret_env: environment variable RLPROXY_TEST_UNSET_SECRET holds 5 bytes; want at least 16\n"; code != 1 || !strings.HasPrefix(stderr, wantErr) {
