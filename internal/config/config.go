@@ -36,7 +36,7 @@ type Config struct {
 	ListenSource, AdminListenSource string
 	// TLS, when non-nil, serves Listen over HTTPS with this certificate;
 	// turning it on or off takes a restart, its files reload.
-	TLS *TLS `restart:"tls"`
+	TLS *TLS `restart:"tls,onoff"`
 
 	Log      Log
 	Server   Server
@@ -124,8 +124,8 @@ type AccessLog struct {
 
 // Server holds listener timeouts and the shaping caps.
 type Server struct {
-	ReadHeaderTimeout time.Duration // default 10s
-	IdleTimeout       time.Duration // default 120s
+	ReadHeaderTimeout time.Duration `restart:"server.read_header_timeout"` // default 10s
+	IdleTimeout       time.Duration `restart:"server.idle_timeout"`        // default 120s
 	// BodyTimeout is the longest a client may leave between two reads of
 	// its request body (nginx client_body_timeout, default 60s; 0 = none):
 	// a trickled body cannot hold a connection for ever.
@@ -133,7 +133,7 @@ type Server struct {
 	// MaxBodySize is the largest request body, bytes, of a route that sets
 	// none (nginx client_max_body_size; 0 = no limit, the default).
 	MaxBodySize     int64
-	MaxHeaderBytes  int           // bytes, default 1 MiB
+	MaxHeaderBytes  int           `restart:"server.max_header_bytes"` // bytes, default 1 MiB
 	ShutdownTimeout time.Duration // default 30s: in-flight and waiting requests get this long
 	// MaxWaiting caps requests held in leaky-bucket delay per instance
 	// (default 10000); beyond it a request that would wait is refused.
@@ -162,14 +162,14 @@ type Server struct {
 
 	// H2C accepts HTTP/2 with prior knowledge on a plain listener, next
 	// to HTTP/1.1 (default false; server_proxy.go).
-	H2C bool
+	H2C bool `restart:"server.h2c"`
 	// StreamIdleTimeout is the longest a gRPC client may leave between
 	// two messages of its stream (0 = none, the default); body_timeout
 	// does not apply to gRPC requests, whose streams may rightly be quiet.
 	StreamIdleTimeout time.Duration
 	// ProxyProtocol, when set, reads PROXY protocol v1/v2 headers from
 	// trusted peers on the public listener.
-	ProxyProtocol *ProxyProtocol
+	ProxyProtocol *ProxyProtocol `restart:"server.proxy_protocol"`
 }
 
 // ProxyProtocol is `server.proxy_protocol`.

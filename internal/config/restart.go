@@ -1,12 +1,16 @@
 package config
 
-import "reflect"
+import (
+	"reflect"
+	"strings"
+)
 
 // RestartOnly returns the names of the settings that differ between old
 // and next but take effect on restart only: the fields tagged
 // `restart:"name"` beside their definition (a listener's address, the log
-// format). On a pointer field the tag means turning the section on or off;
-// its contents reload. Names are in field order; nil when none changed.
+// format); `restart:"name,onoff"` on a pointer means turning the section
+// on or off, its contents reloading. Names are in field order; nil when
+// none changed.
 func RestartOnly(old, next *Config) []string {
 	var names []string
 	restartDiff(reflect.ValueOf(old).Elem(), reflect.ValueOf(next).Elem(), &names)
@@ -23,9 +27,10 @@ func restartDiff(a, b reflect.Value, names *[]string) {
 			continue
 		}
 		fa, fb := a.Field(i), b.Field(i)
-		name, tagged := f.Tag.Lookup("restart")
+		tag, tagged := f.Tag.Lookup("restart")
+		name, onOff := strings.CutSuffix(tag, ",onoff")
 		switch {
-		case tagged && f.Type.Kind() == reflect.Pointer:
+		case onOff:
 			if fa.IsNil() != fb.IsNil() {
 				*names = append(*names, name+" (on or off)")
 			}
