@@ -150,8 +150,8 @@ func (a *App) AdminAddr() string {
 func (a *App) Handler() http.Handler { return a.inGeneration(a.drainAware(a.srv)) }
 
 // inGeneration serves h holding the generation current when the request
-// began, so the parts it uses (store, upstream transports, access log)
-// stay open until it ends.
+// began, so the parts it uses (policies, store, access log) stay open
+// until it ends.
 func (a *App) inGeneration(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if g := a.gens.acquire(); g != nil {
