@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"rlproxy/internal/accesslog"
 	"rlproxy/internal/config"
 	"rlproxy/internal/envoyrls"
@@ -97,7 +99,7 @@ func New(path string, opts Options) (*App, error) {
 	a.srv = proxy.New(g.rt, a.metrics, a.log)
 	a.srv.Record(a.proc.live)
 	if cfg.EnvoyRLS.Listen != "" {
-		a.proc.rls = envoyrls.New(a.metrics, a.log)
+		a.proc.rls = envoyrls.New(a.metrics, a.log, grpc.ChainUnaryInterceptor(a.inGenerationRPC))
 		a.proc.rls.SetClientDisplay(a.srv.ClientDisplay())
 	}
 	a.gens = newGenerations(g, metrics.NewGenerationsRetained(a.proc.reg), a.log)
@@ -159,6 +161,14 @@ func (a *App) inGeneration(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// inGenerationRPC is inGeneration for the Envoy rate limit service's calls.
+func (a *App) inGenerationRPC(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if g := a.gens.acquire(); g != nil {
+		defer g.release()
+	}
+	return h(ctx, req)
 }
 
 // Start opens the listeners (public, over TLS when configured; admin) and
