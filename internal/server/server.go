@@ -93,6 +93,7 @@ func New(path string, opts Options) (*App, error) {
 	g, err := a.provision(cfg, nil)
 	if err != nil {
 		a.proc.ups.Close()
+		_ = a.proc.floor.Close()
 		return nil, err
 	}
 	returnLoadMemory()
