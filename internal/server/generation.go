@@ -191,8 +191,19 @@ func (gs *generations) retire(old *generation, capAfter time.Duration) {
 	}()
 }
 
+// shut reports whether shutdown has begun: nothing may be published then.
+func (gs *generations) shut() bool {
+	select {
+	case <-gs.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // shutdown closes every generation, the current one last, without waiting
-// for requests: the caller has drained them (or given up) already.
+// for requests: the caller has drained them (or given up) already. It
+// runs under App.Reload's lock, so no publish races it.
 func (gs *generations) shutdown() {
 	gs.stopOnce.Do(func() {
 		close(gs.stop)

@@ -194,3 +194,22 @@ func TestReloadCapsRetainedGeneration(t *testing.T) {
 	default:
 	}
 }
+
+// TestReloadAfterShutdown: a reload that arrives once shutdown has closed
+// every generation changes nothing (it must not publish onto closed ones).
+func TestReloadAfterShutdown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rlproxy.yaml")
+	writeGenConfig(t, path, "http://127.0.0.1:9", 1000, "1s")
+	a := startGenApp(t, path)
+	if err := a.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	writeGenConfig(t, path, "http://127.0.0.1:9", 1001, "1s")
+	a.Reload("test")
+	if got := a.Config().Store.MaxKeys; got != 1000 {
+		t.Fatalf("after shutdown a reload served max_keys %d, want the running 1000", got)
+	}
+	if got := value(a.gens.retained); got != 0 {
+		t.Fatalf("generations retained %v after shutdown, want 0", got)
+	}
+}

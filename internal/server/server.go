@@ -229,7 +229,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 		_ = a.ls.adm.Shutdown(ctx)
 	}
 	a.srv.SetAccessLog(nil) // a request outliving ctx (an upgrade) logs nothing
-	a.gens.shutdown()       // after the in-flight requests: every line is written
+	a.reloadMu.Lock()
+	a.gens.shutdown() // after the in-flight requests: every line is written
+	a.reloadMu.Unlock()
 	_ = a.proc.floor.Close()
 	a.proc.ups.Close()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -248,6 +250,10 @@ func (a *App) Reload(reason string) {
 	// count it twice.
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
+	if a.gens.shut() {
+		a.log.Info("shut down; not reloading", "reason", reason)
+		return
+	}
 	now := time.Now()
 	cur := a.gens.current()
 	cfg, err := config.LoadWith(a.path, a.opts.loadOptions())
