@@ -88,7 +88,7 @@ func (a *App) listenerTLS() *tls.Config {
 		MinVersion: tls.VersionTLS12,
 		NextProtos: alpn,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return a.tls.Load().conf, nil
+			return a.ls.tls.Load().conf, nil
 		},
 	}
 }
