@@ -98,16 +98,23 @@ func Read(r *http.Request) (View, Reason) {
 	if v.Proto == "" { // a request built in code: net/http's server always sets it
 		v.Proto = protoName(r.ProtoMajor, r.ProtoMinor)
 	}
+	return v, Check(&v, r)
+}
+
+// Check is Read's verdict on a view v filled from r's fields, or from those
+// r describes (forward-auth): v.Resolve's, then what only net/http's
+// reading of r leaves to check, on r's header fields.
+func Check(v *View, r *http.Request) Reason {
 	if reason := v.Resolve(); reason != OK {
-		return v, reason
+		return reason
 	}
 	if r.ProtoMajor == 2 && !contentLength(r.Header["Content-Length"]) {
-		return v, BadContentLength
+		return BadContentLength
 	}
 	if len(r.Header["Authorization"]) > 1 {
-		return v, DuplicateCredential
+		return DuplicateCredential
 	}
-	return v, OK
+	return OK
 }
 
 // Resolve sets v's RawPath, Query, Host and Path from its Method, Target,
