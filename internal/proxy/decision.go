@@ -28,8 +28,10 @@ func (rt *Runtime) TrustedPeer(peer netip.Addr) bool { return rt.realIP.Trusted(
 // address, unmapped; the zero Addr when it does not parse.
 func PeerAddr(remote string) netip.Addr { return peerAddr(remote) }
 
-// Judge decides r, a request another proxy describes rather than one to
-// forward, on route for client ip, as ServeHTTP does: a refusal, an outage
+// Judge decides the request of view v, one another proxy describes rather
+// than one to forward, on route for client ip, as ServeHTTP does; r is the
+// request the answers are written for (its context bounds a wait, its path
+// is a problem's instance). A refusal, an outage
 // or a wait beyond the shaping caps is answered here (problem+json) and
 // Judge returns false; an allowed request has its quota headers set and
 // its leaky-bucket wait served, nothing written, and Judge returns true.
