@@ -1,7 +1,9 @@
-// Package reqview is the one view of a request that routes match: its
-// method, its Host and its path read as nginx reads them before location
-// matching, while the request itself, forwarded byte for byte, is left as
-// the client sent it. A request rlproxy cannot read unambiguously — a
+// Package reqview is the one view of a request that everything past the
+// HTTP engine reads (View): routes match its method, its Host and its path
+// read as nginx reads them before location matching, while the request
+// itself, forwarded byte for byte, is left as the client sent it; key
+// sources, real IP, the access log and forward-auth read its header fields
+// in place (Headers), whichever engine parsed them. A request rlproxy cannot read unambiguously — a
 // method, target, Host or Content-Length nginx answers with 400 — is
 // refused with its Reason before any route sees it, on every listener
 // (HTTP/1.1 plain or TLS, HTTP/2 over TLS or h2c): a limited route cannot
