@@ -75,6 +75,7 @@ func (l *loader) topCheck(o object) {
 	l.integrations(o)
 	l.warnCredentials(o)
 	l.warnTLSKeys(o)
+	l.checkACME(o)
 }
 
 // source says where a listener's value came from: ov, the file's field, or

@@ -86,6 +86,7 @@ func (a *App) serveDecisionListeners() {
 
 // closeListeners closes whatever Start opened before it failed.
 func (a *App) closeListeners() {
+	a.stopACME()
 	for _, ln := range []net.Listener{a.ln, a.faLn, a.rlsLn} {
 		if ln != nil {
 			_ = ln.Close()

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rlproxy/internal/accesslog"
+	"rlproxy/internal/acme"
 	"rlproxy/internal/admin"
 	"rlproxy/internal/config"
 	"rlproxy/internal/envoyrls"
@@ -85,6 +86,7 @@ type App struct {
 	storeCfg config.Store
 
 	tls     atomic.Pointer[serverTLS] // the public listener's certificate and client CAs
+	acme    *acme.Manager             // tls.acme's certificates; nil without (acme.go)
 	hs      *http.Server
 	ln      net.Listener
 	lim     *limitListener // the public listener's connection cap and write timeout
@@ -226,6 +228,10 @@ func (a *App) Start() error {
 		return err
 	}
 	a.ln = ln
+	if err := a.startACME(cfg); err != nil {
+		a.closeListeners()
+		return err
+	}
 	if err := a.startDecisionListeners(cfg); err != nil {
 		a.closeListeners()
 		return err
@@ -291,6 +297,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 		err = a.hs.Shutdown(ctx)
 	}
 	a.shutdownDecisionListeners(ctx)
+	a.stopACME()
 	if a.adm != nil {
 		_ = a.adm.Shutdown(ctx)
 	}
@@ -554,7 +561,9 @@ func (a *App) extraFiles() []string {
 		}
 	}
 	if cfg.TLS != nil {
-		files = append(files, cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		if cfg.TLS.CertFile != "" { // "" with tls.acme alone
+			files = append(files, cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		}
 		if cfg.TLS.ClientCA != "" {
 			files = append(files, cfg.TLS.ClientCA)
 		}
@@ -576,6 +585,9 @@ func (a *App) loadCert(t *config.TLS) error {
 
 // readCert loads t's certificate and key as a pair.
 func readCert(t *config.TLS) (*tls.Certificate, error) {
+	if t.CertFile == "" { // tls.acme alone
+		return nil, nil
+	}
 	c, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("loading TLS certificate: %w", err)
