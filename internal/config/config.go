@@ -84,7 +84,8 @@ type TLS struct {
 	ClientAuth string
 	// ClientHeaders sends the verified client certificate's subject and
 	// fingerprint to the upstream (the client's own copies removed first).
-	ClientHeaders bool // ACME, when non-nil, obtains and renews certificates for its names;
+	ClientHeaders bool
+	// ACME, when non-nil, obtains and renews certificates for its names;
 	// CertFile and KeyFile ("" with ACME alone) serve the other names.
 	ACME *ACME
 }
