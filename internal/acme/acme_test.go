@@ -1,6 +1,7 @@
 package acme
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -8,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -21,6 +23,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"rlproxy/internal/config"
 	"rlproxy/internal/testutil/netutil"
@@ -264,4 +268,95 @@ func TestObtainTLSALPN01(t *testing.T) {
 		t.Fatalf("static.rlproxy.test: %v", err)
 	}
 	conn.Close()
+}
+
+// TestRenewWithoutRestart has pebble issue 40-second certificates, so
+// certmagic (checking every second) renews within the test: a new
+// handshake gets the new certificate while a connection opened on the old
+// one keeps serving requests, and the expiry metric follows.
+func TestRenewWithoutRestart(t *testing.T) {
+	e := newEnv(t, pebble.Options{Validity: 40 * time.Second})
+	c := e.acmeConfig(t, config.ChallengeHTTP01)
+	c.Domains = testNames[:1]
+	reg := prometheus.NewRegistry()
+	e.start(t, c, e.tlsAddr, nil, Options{RenewCheckInterval: time.Second, Registerer: reg})
+	roots := e.pebble.Roots(t)
+	name := testNames[0]
+	first := waitServed(t, e.tlsAddr, name, roots, e.log)
+	if got := expiry(t, reg, name); got != first.NotAfter.Unix() {
+		t.Errorf("expiry metric %d, want the first certificate's %d", got, first.NotAfter.Unix())
+	}
+	// A keep-alive connection on the first certificate.
+	conn, err := handshake(e.tlsAddr, name, roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if s := conn.ConnectionState().PeerCertificates[0].SerialNumber; s.Cmp(first.SerialNumber) != 0 {
+		t.Fatalf("kept connection got serial %v, want the first certificate's %v", s, first.SerialNumber)
+	}
+	br := bufio.NewReader(conn)
+	get(t, conn, br, name)
+	var renewed *x509.Certificate
+	ctx, cancel := context.WithTimeout(context.Background(), obtainTimeout)
+	defer cancel()
+	err = netutil.Poll(ctx, nil, 200*time.Millisecond, func() error {
+		leaf := waitServed(t, e.tlsAddr, name, roots, e.log)
+		if leaf.SerialNumber.Cmp(first.SerialNumber) == 0 {
+			return errors.New("still the first certificate")
+		}
+		renewed = leaf
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("not renewed: %v\nlog:\n%s", err, e.log)
+	}
+	if !renewed.NotAfter.After(first.NotAfter) {
+		t.Errorf("renewed certificate expires %v, not after the first's %v", renewed.NotAfter, first.NotAfter)
+	}
+	get(t, conn, br, name) // the connection opened before the renewal still serves
+	if got := expiry(t, reg, name); got != renewed.NotAfter.Unix() {
+		t.Errorf("expiry metric %d, want the renewed certificate's %d", got, renewed.NotAfter.Unix())
+	}
+	if !strings.Contains(e.log.String(), `msg="acme: certificate renewed successfully"`) {
+		t.Errorf("no renewal in the log:\n%s", e.log)
+	}
+}
+
+// get sends one keep-alive request on conn and checks its "ok".
+func get(t *testing.T, conn *tls.Conn, br *bufio.Reader, host string) {
+	t.Helper()
+	if _, err := fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host); err != nil {
+		t.Fatalf("request on the kept connection: %v", err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("response on the kept connection: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+		t.Fatalf("kept connection: %d %q", resp.StatusCode, body)
+	}
+}
+
+// expiry is rlproxy_tls_certificate_expiry_timestamp_seconds{name} in reg
+// (0 when absent).
+func expiry(t *testing.T, reg *prometheus.Registry, name string) int64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "rlproxy_tls_certificate_expiry_timestamp_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == name {
+				return int64(m.GetGauge().GetValue())
+			}
+		}
+	}
+	return 0
 }
