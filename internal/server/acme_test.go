@@ -1,0 +1,164 @@
+package server_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"rlproxy/internal/testutil/netutil"
+	"rlproxy/internal/testutil/pebble"
+	"rlproxy/internal/testutil/rlproxytest"
+)
+
+// TestACMERefusedKeepsServing runs rlproxy with tls.acme against a pebble
+// that refuses every request (each nonce rejected): rlproxy starts and
+// keeps serving — the proxy over TLS with tls.cert_file's certificate,
+// the admin listener, http_listen's redirect — logs the CA's problem and
+// schedules a retry; once the CA answers again, the retry obtains the
+// certificate, served without a restart.
+func TestACMERefusedKeepsServing(t *testing.T) {
+	httpPort, tlsPort := netutil.FreePort(t), netutil.FreePort(t)
+	pb := pebble.Start(t, pebble.Options{HTTPPort: httpPort, TLSPort: tlsPort, Env: []string{"PEBBLE_WFE_NONCEREJECT=100"}})
+	dir := t.TempDir()
+	static := writeCert(t, dir, "static.rlproxy.test")
+	up := rlproxytest.NewUpstream(t)
+	var log netutil.LockedBuffer
+	in := rlproxytest.StartWithLog(t, fmt.Sprintf(`
+listen: "127.0.0.1:%d"
+tls:
+  cert_file: %[2]s/static.pem
+  key_file: %[2]s/static.key
+  acme:
+    domains: [a.rlproxy.test]
+    ca: %[3]s
+    ca_root: %[4]s
+    storage: %[2]s/acme
+    http_listen: "127.0.0.1:%[5]d"
+upstreams:
+  app: { url: %[6]s }
+routes:
+  - name: all
+    match: { path_prefix: / }
+    upstream: app
+`, tlsPort, dir, pb.DirURL, pb.RootFile, httpPort, up.URL), &log)
+
+	waitLog(t, &log, "urn:ietf:params:acme:error:badNonce", 60*time.Second)
+	waitLog(t, &log, `msg="acme: will retry"`, 60*time.Second)
+	// The proxy serves over TLS: tls.cert_file's certificate for its name,
+	// and for the ACME name while its own certificate is not there.
+	for _, name := range []string{"static.rlproxy.test", "a.rlproxy.test"} {
+		c := httpsClient(static, name)
+		resp, err := c.Get("https://" + in.App.Addr() + "/x")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+			t.Fatalf("%s: %d %q, want the upstream's 200 ok", name, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := rlproxytest.Get(t, http.DefaultClient, in.AdminURL+"/readyz"); resp.StatusCode != http.StatusOK {
+		t.Errorf("admin /readyz: %d, want 200", resp.StatusCode)
+	}
+	// http_listen redirects anything but a challenge to HTTPS on listen's port.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+in.App.ACMEHTTPAddr()+"/p?q=1", nil)
+	req.Host = "a.rlproxy.test"
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if want := fmt.Sprintf("https://a.rlproxy.test:%d/p?q=1", tlsPort); resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != want {
+		t.Errorf("http_listen: %d Location %q, want 308 %q", resp.StatusCode, resp.Header.Get("Location"), want)
+	}
+	if testing.Short() {
+		return // the retry comes a minute later (certmagic's first backoff)
+	}
+	pb.Restart()
+	roots := pb.Roots(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	err = netutil.Poll(ctx, nil, 250*time.Millisecond, func() error {
+		c, err := tls.Dial("tcp", in.App.Addr(), &tls.Config{ServerName: "a.rlproxy.test", RootCAs: roots, MinVersion: tls.VersionTLS12})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("no certificate after the CA came back: %v", err)
+	}
+	waitLog(t, &log, `msg="acme: certificate obtained successfully"`, 10*time.Second)
+}
+
+// waitLog waits until log holds s.
+func waitLog(t *testing.T, log *netutil.LockedBuffer, s string, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := netutil.Poll(ctx, nil, 50*time.Millisecond, func() error {
+		if strings.Contains(log.String(), s) {
+			return nil
+		}
+		return fmt.Errorf("no %q in the log", s)
+	})
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, log.String())
+	}
+}
+
+// httpsClient trusts cert alone and asks for name, whatever the address.
+func httpsClient(cert *x509.Certificate, name string) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: name, MinVersion: tls.VersionTLS12},
+		DialContext:     (&net.Dialer{}).DialContext,
+	}}
+}
+
+// writeCert writes a self-signed certificate for name and its key as
+// dir/static.pem and dir/static.key and returns the certificate. Its names
+// include a.rlproxy.test, so that a client can verify it there too.
+func writeCert(t *testing.T, dir, name string) *x509.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name, "a.rlproxy.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, b := range map[string]*pem.Block{"static.pem": {Type: "CERTIFICATE", Bytes: der}, "static.key": {Type: "EC PRIVATE KEY", Bytes: kb}} {
+		if err := os.WriteFile(filepath.Join(dir, file), pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return cert
+}
