@@ -209,10 +209,17 @@ func (p *Pebble) Log() string {
 	return b.String()
 }
 
-// Orders counts the new-order requests pebble logged (RFC 8555 §7.4): one
-// per certificate ordered.
+// Orders counts the orders pebble created (RFC 8555 §7.4; its log line
+// "There are now N orders in the db"), one per certificate ordered; a
+// new-order request it refused is not one.
 func (p *Pebble) Orders() int {
-	return strings.Count(p.Log(), "POST /order-plz")
+	n := 0
+	for _, line := range strings.Split(p.Log(), "\n") {
+		if strings.Contains(line, "There are now ") && strings.HasSuffix(line, " orders in the db") {
+			n++
+		}
+	}
+	return n
 }
 
 // Roots is a pool of the roots pebble issues under now (management API
