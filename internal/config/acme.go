@@ -121,6 +121,12 @@ func (l *loader) acmeSection(dst **ACME) *section {
 			{name: "on_demand", def: "false", value: l.boolVal(&a.OnDemand),
 				doc: "Obtain a name's certificate at its first TLS handshake instead of at start; only names in domains."},
 		},
+		extend: func(sc schema) {
+			sc["properties"].(schema)["domains"].(schema)["minItems"] = 1
+			// The Valkey storage is encrypted with a secret of its own.
+			sc["if"] = schema{"properties": schema{"storage": schema{"const": StorageValkey}}, "required": []any{"storage"}}
+			sc["then"] = schema{"required": []any{"storage_secret_env"}}
+		},
 		check: func(o object) {
 			if o.bad || !ok || len(a.Domains) == 0 || !l.acmeChallenges(o, a) {
 				return
