@@ -29,6 +29,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/logging"
 	"rlproxy/internal/tlsutil"
 )
 
@@ -208,10 +209,14 @@ func (m *Manager) Start() error {
 			return fmt.Errorf("tls.acme.http_listen: listening on %s: %w", m.cfg.HTTPListen, err)
 		}
 		m.httpLn = ln
+		// Challenges and redirects are small: short timeouts, small heads.
 		m.hs = &http.Server{
 			Handler:           m.issuer.HTTPChallengeHandler(redirect(m.opts.PublicAddr)),
 			ReadHeaderTimeout: 10 * time.Second,
+			WriteTimeout:      10 * time.Second,
 			IdleTimeout:       time.Minute,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          logging.LibraryLog(m.opts.Log, slog.LevelDebug, "acme http_listen"),
 		}
 		go func() {
 			if err := m.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -360,3 +360,32 @@ func expiry(t *testing.T, reg *prometheus.Registry, name string) int64 {
 	}
 	return 0
 }
+
+// TestOnDemand obtains a listed name's certificate at its first handshake
+// (nothing at start), and refuses a name outside domains.
+func TestOnDemand(t *testing.T) {
+	e := newEnv(t, pebble.Options{})
+	c := e.acmeConfig(t, config.ChallengeTLSALPN01)
+	c.OnDemand = true
+	e.start(t, c, e.tlsAddr, nil, Options{})
+	if n := e.pebble.Orders(); n != 0 {
+		t.Fatalf("%d orders at start with on_demand, want 0", n)
+	}
+	roots := e.pebble.Roots(t)
+	d := &net.Dialer{Timeout: obtainTimeout}
+	conn, err := tls.DialWithDialer(d, "tcp", e.tlsAddr, &tls.Config{ServerName: testNames[0], RootCAs: roots, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatalf("first handshake for %s: %v\nlog:\n%s", testNames[0], err, e.log)
+	}
+	conn.Close()
+	if n := e.pebble.Orders(); n != 1 {
+		t.Errorf("%d orders after one name's handshake, want 1", n)
+	}
+	_, err = tls.DialWithDialer(d, "tcp", e.tlsAddr, &tls.Config{ServerName: "c.rlproxy.test", RootCAs: roots, MinVersion: tls.VersionTLS12})
+	if err == nil {
+		t.Fatal("a name outside domains got a certificate")
+	}
+	if n := e.pebble.Orders(); n != 1 {
+		t.Errorf("%d orders after a name outside domains, want still 1", n)
+	}
+}
