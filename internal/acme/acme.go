@@ -245,8 +245,9 @@ func (m *Manager) HTTPAddr() string {
 
 // ConfigForClient is the handshake configuration for hello, given base,
 // the load's own (static certificate, client CAs): a TLS-ALPN-01
-// validation gets the challenge configuration (no client certificate
-// asked, only acme-tls/1); any other handshake base with ACME's
+// validation gets the challenge configuration (only acme-tls/1, and no
+// client certificate asked: over TLS 1.2 a client_auth: require would fail
+// the validator's handshake); any other handshake base with ACME's
 // certificates for the names they cover and acme-tls/1 among its
 // protocols.
 func (m *Manager) ConfigForClient(hello *tls.ClientHelloInfo, base *tls.Config) *tls.Config {

@@ -35,7 +35,7 @@ func TestACMERefusedKeepsServing(t *testing.T) {
 	httpPort, tlsPort := netutil.FreePort(t), netutil.FreePort(t)
 	pb := pebble.Start(t, pebble.Options{HTTPPort: httpPort, TLSPort: tlsPort, Env: []string{"PEBBLE_WFE_NONCEREJECT=100"}})
 	dir := t.TempDir()
-	static := writeCert(t, dir, "static.rlproxy.test")
+	static := writeCert(t, dir, "static", "static.rlproxy.test", x509.ExtKeyUsageServerAuth).Leaf
 	up := rlproxytest.NewUpstream(t)
 	var log netutil.LockedBuffer
 	in := rlproxytest.StartWithLog(t, fmt.Sprintf(`
@@ -108,6 +108,66 @@ routes:
 	waitLog(t, &log, `msg="acme: certificate obtained successfully"`, 10*time.Second)
 }
 
+// TestACMEOnPublicListener obtains a certificate by TLS-ALPN-01 through
+// rlproxy's own public listener (its connection caps and guards, and
+// client_auth: require, though the CA's validation presents no client
+// certificate) and serves it, and the upstream behind it, to a client with
+// a certificate; the expiry metric shows it on the admin listener.
+func TestACMEOnPublicListener(t *testing.T) {
+	httpPort, tlsPort := netutil.FreePort(t), netutil.FreePort(t)
+	pb := pebble.Start(t, pebble.Options{HTTPPort: httpPort, TLSPort: tlsPort})
+	dir := t.TempDir()
+	client := writeCert(t, dir, "client", "client.rlproxy.test", x509.ExtKeyUsageClientAuth)
+	up := rlproxytest.NewUpstream(t)
+	in := rlproxytest.Start(t, fmt.Sprintf(`
+listen: "127.0.0.1:%d"
+tls:
+  client_ca: %[2]s/client.pem
+  client_auth: require
+  acme:
+    domains: [a.rlproxy.test]
+    ca: %[3]s
+    ca_root: %[4]s
+    storage: %[2]s/acme
+    challenges: [tls-alpn-01]
+upstreams:
+  app: { url: %[5]s }
+routes:
+  - name: all
+    match: { path_prefix: / }
+    upstream: app
+`, tlsPort, dir, pb.DirURL, pb.RootFile, up.URL))
+	roots := pb.Roots(t)
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: roots, ServerName: "a.rlproxy.test", MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{client}}}}
+	var leaf *x509.Certificate
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	err := netutil.Poll(ctx, nil, 100*time.Millisecond, func() error {
+		resp, err := c.Get("https://" + in.App.Addr() + "/x")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || string(body) != "ok" {
+			return fmt.Errorf("%d %q", resp.StatusCode, body)
+		}
+		leaf = resp.TLS.PeerCertificates[0]
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("no verified request through rlproxy: %v", err)
+	}
+	if len(leaf.DNSNames) != 1 || leaf.DNSNames[0] != "a.rlproxy.test" {
+		t.Errorf("served certificate for %v, want [a.rlproxy.test]", leaf.DNSNames)
+	}
+	mf := in.Metrics(t)["rlproxy_tls_certificate_expiry_timestamp_seconds"]
+	if mf == nil || len(mf.GetMetric()) != 1 || int64(mf.GetMetric()[0].GetGauge().GetValue()) != leaf.NotAfter.Unix() {
+		t.Errorf("expiry metric %v, want a.rlproxy.test at %d", mf, leaf.NotAfter.Unix())
+	}
+}
+
 // waitLog waits until log holds s.
 func waitLog(t *testing.T, log *netutil.LockedBuffer, s string, timeout time.Duration) {
 	t.Helper()
@@ -134,10 +194,10 @@ func httpsClient(cert *x509.Certificate, name string) *http.Client {
 	}}
 }
 
-// writeCert writes a self-signed certificate for name and its key as
-// dir/static.pem and dir/static.key and returns the certificate. Its names
-// include a.rlproxy.test, so that a client can verify it there too.
-func writeCert(t *testing.T, dir, name string) *x509.Certificate {
+// writeCert writes a self-signed certificate for name (and
+// a.rlproxy.test, so that a client can verify it there too) and its key as
+// dir/file.pem and dir/file.key, and returns it with its key.
+func writeCert(t *testing.T, dir, file, name string, usage x509.ExtKeyUsage) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -145,7 +205,7 @@ func writeCert(t *testing.T, dir, name string) *x509.Certificate {
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name, "a.rlproxy.test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		ExtKeyUsage: []x509.ExtKeyUsage{usage}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
@@ -154,11 +214,11 @@ func writeCert(t *testing.T, dir, name string) *x509.Certificate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for file, b := range map[string]*pem.Block{"static.pem": {Type: "CERTIFICATE", Bytes: der}, "static.key": {Type: "EC PRIVATE KEY", Bytes: kb}} {
-		if err := os.WriteFile(filepath.Join(dir, file), pem.EncodeToMemory(b), 0o600); err != nil {
+	for ext, b := range map[string]*pem.Block{".pem": {Type: "CERTIFICATE", Bytes: der}, ".key": {Type: "EC PRIVATE KEY", Bytes: kb}} {
+		if err := os.WriteFile(filepath.Join(dir, file+ext), pem.EncodeToMemory(b), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cert, _ := x509.ParseCertificate(der)
-	return cert
+	leaf, _ := x509.ParseCertificate(der)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
 }
