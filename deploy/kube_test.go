@@ -494,7 +494,7 @@ func TestConfigMapReload(t *testing.T) {
 	generation("..2026_12_01_1", "5")
 	must(os.Symlink("..2026_12_01_1", filepath.Join(dir, "..data")))
 	must(os.Symlink("..data/rlproxy.yaml", filepath.Join(dir, "rlproxy.yaml")))
-	in := rlproxytest.StartFile(t, filepath.Join(dir, "rlproxy.yaml"))
+	in := rlproxytest.Start(t, "", rlproxytest.FromFile(filepath.Join(dir, "rlproxy.yaml")))
 	if c := get(t, in.URL+"/api/x", 6, 1); c[200] != 5 || c[429] != 1 {
 		t.Fatalf("burst 5: statuses %v, want 5 × 200 and 1 × 429", c)
 	}

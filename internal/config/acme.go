@@ -39,9 +39,6 @@ type ACME struct {
 	// OnDemand obtains a name's certificate at its first handshake rather
 	// than at start.
 	OnDemand bool
-
-	// Where storage and http_listen are written, for checkACME's errors.
-	storageNode, httpNode *yaml.Node
 }
 
 // ACME challenge types (RFC 8555 §8.3, RFC 8737) and the Valkey storage.
@@ -106,17 +103,13 @@ func (l *loader) acmeSection(dst **ACME) *section {
 			{name: "challenges", value: challenges,
 				doc: "Challenge types offered: http-01 (on http_listen) and tls-alpn-01 (on listen, which the CA reaches on port 443). Default: tls-alpn-01, and http-01 with http_listen."},
 			{name: "storage", def: `"` + DefaultACMEStorage + `"`, value: value{stringShape, func(n *yaml.Node, path string) {
-				a.storageNode = n
 				if !l.acmeStorage(n, path, a) {
 					bad()
 				}
 			}}, doc: "Directory (created 0700, files 0600) holding the ACME account, certificates and keys, or valkey: the store.valkey server, shared by a fleet (needs store type valkey and storage_secret_env)."},
 			{name: "storage_secret_env", value: l.secretVal(&a.StorageSecret, 16),
 				doc: "Environment variable holding the secret (at least 16 bytes) that encrypts what storage: valkey keeps (AES-256-GCM); the same on every instance."},
-			{name: "http_listen", value: value{listenShape, func(n *yaml.Node, path string) {
-				a.httpNode = n
-				l.listenVal(&a.HTTPListen).set(n, path)
-			}},
+			{name: "http_listen", value: l.listenVal(&a.HTTPListen),
 				doc: "Plain HTTP listener, HOST:PORT (\":80\" needs CAP_NET_BIND_SERVICE): answers HTTP-01 challenges and redirects every other request to HTTPS."},
 			{name: "on_demand", def: "false", value: l.boolVal(&a.OnDemand),
 				doc: "Obtain a name's certificate at its first TLS handshake instead of at start; only names in domains."},
@@ -244,16 +237,33 @@ func (l *loader) checkACME(top object) {
 		return
 	}
 	a, c := l.c.TLS.ACME, l.c
+	acme := mappingValue(top.get("tls"), "acme")
 	if c.Listen == "" {
 		l.errorf(&yaml.Node{Line: keyLine(top, "tls")}, "tls.acme", "needs a public listener (listen): certificates are served there")
 	}
 	if a.HTTPListen != "" {
-		l.distinctListener(a.httpNode, "tls.acme.http_listen", a.HTTPListen,
+		l.distinctListener(mappingValue(acme, "http_listen"), "tls.acme.http_listen", a.HTTPListen,
 			"listen", c.Listen, "admin_listen", c.AdminListen, "forward_auth", c.ForwardAuth.Listen, "envoy_rls", c.EnvoyRLS.Listen)
 	}
 	if a.Storage == StorageValkey && c.Store.Type != "valkey" {
-		l.errorf(a.storageNode, "tls.acme.storage", "valkey needs store type valkey: the certificates are kept on its store.valkey server")
+		l.errorf(mappingValue(acme, "storage"), "tls.acme.storage", "valkey needs store type valkey: the certificates are kept on its store.valkey server")
 	}
+}
+
+// mappingValue is the value of key in the mapping n (aliases resolved),
+// or nil: where a field decoded earlier is written, for an error found
+// later.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	n = resolve(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return resolve(n.Content[i+1])
+		}
+	}
+	return nil
 }
 
 // certPairOptional reports whether tls o, which has acme, goes on without

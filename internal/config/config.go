@@ -3,7 +3,9 @@
 // The file format is the contract in docs/CONTRACT.md (mirrored in the operator's
 // reference, docs/reference/config.md). Decoding uses yaml.v3 with unknown fields refused; every
 // problem is reported as "FILE:LINE: field: message", like `nginx -t`. A
-// Config is immutable once returned: reload builds a new one and swaps it.
+// Config belongs to its loader's caller until it is shared; from then on it
+// is immutable, and a reload builds a new one and swaps it. The owner's one
+// change is ReleaseKeys, before sharing it.
 package config
 
 import (
@@ -24,16 +26,17 @@ type Config struct {
 	Digest [32]byte
 
 	// Listen is the public listener address (default ":8080").
-	Listen string
+	Listen string `restart:"listen"`
 	// AdminListen serves /metrics, /healthz, /readyz (default
 	// "127.0.0.1:9090"; "" disables it).
-	AdminListen string
+	AdminListen string `restart:"admin_listen"`
 	// ListenSource and AdminListenSource say where Listen and AdminListen
 	// came from, for `rlproxy validate`: an Override's Source ("flag
 	// -listen", "environment RLPROXY_LISTEN"), "file FILE:LINE" or "default".
 	ListenSource, AdminListenSource string
-	// TLS, when non-nil, serves Listen over HTTPS with this certificate.
-	TLS *TLS
+	// TLS, when non-nil, serves Listen over HTTPS with this certificate;
+	// turning it on or off takes a restart, its files reload.
+	TLS *TLS `restart:"tls,onoff"`
 
 	Log      Log
 	Server   Server
@@ -87,7 +90,7 @@ type TLS struct {
 	ClientHeaders bool
 	// ACME, when non-nil, obtains and renews certificates for its names;
 	// CertFile and KeyFile ("" with ACME alone) serve the other names.
-	ACME *ACME
+	ACME *ACME `restart:"tls.acme"`
 }
 
 // tls.client_auth values: none asks for no certificate; request verifies
@@ -104,7 +107,7 @@ const (
 // Log configures log/slog output on stderr.
 type Log struct {
 	Level  slog.Level // default info
-	Format string     // "text" (default) or "json"
+	Format string     `restart:"log.format"` // "text" (default) or "json"
 	// RefusalsPerSecond caps refusal log lines per second per instance
 	// (default 10); the rest are counted, not logged.
 	RefusalsPerSecond int
@@ -124,8 +127,8 @@ type AccessLog struct {
 
 // Server holds listener timeouts and the shaping caps.
 type Server struct {
-	ReadHeaderTimeout time.Duration // default 10s
-	IdleTimeout       time.Duration // default 120s
+	ReadHeaderTimeout time.Duration `restart:"server.read_header_timeout"` // default 10s
+	IdleTimeout       time.Duration `restart:"server.idle_timeout"`        // default 120s
 	// BodyTimeout is the longest a client may leave between two reads of
 	// its request body (nginx client_body_timeout, default 60s; 0 = none):
 	// a trickled body cannot hold a connection for ever.
@@ -133,7 +136,7 @@ type Server struct {
 	// MaxBodySize is the largest request body, bytes, of a route that sets
 	// none (nginx client_max_body_size; 0 = no limit, the default).
 	MaxBodySize     int64
-	MaxHeaderBytes  int           // bytes, default 1 MiB
+	MaxHeaderBytes  int           `restart:"server.max_header_bytes"` // bytes, default 1 MiB
 	ShutdownTimeout time.Duration // default 30s: in-flight and waiting requests get this long
 	// MaxWaiting caps requests held in leaky-bucket delay per instance
 	// (default 10000); beyond it a request that would wait is refused.
@@ -162,14 +165,14 @@ type Server struct {
 
 	// H2C accepts HTTP/2 with prior knowledge on a plain listener, next
 	// to HTTP/1.1 (default false; server_proxy.go).
-	H2C bool
+	H2C bool `restart:"server.h2c"`
 	// StreamIdleTimeout is the longest a gRPC client may leave between
 	// two messages of its stream (0 = none, the default); body_timeout
 	// does not apply to gRPC requests, whose streams may rightly be quiet.
 	StreamIdleTimeout time.Duration
 	// ProxyProtocol, when set, reads PROXY protocol v1/v2 headers from
 	// trusted peers on the public listener.
-	ProxyProtocol *ProxyProtocol
+	ProxyProtocol *ProxyProtocol `restart:"server.proxy_protocol"`
 }
 
 // ProxyProtocol is `server.proxy_protocol`.
@@ -460,7 +463,10 @@ type Plans struct {
 // with them a flat keys_file's bytes, which they are substrings of): once
 // package policy has compiled them into its index of hashed ids nothing
 // reads them, and a serving process keeps one copy of a million
-// credentials, not two. A Config cannot be compiled again after it.
+// credentials, not two. A Config cannot be compiled again after it. It is
+// the one change to a loaded Config, and only its owner makes it, before
+// sharing it (package server, while building a generation and before
+// serving it).
 func (c *Config) ReleaseKeys() {
 	for _, p := range c.Plans {
 		p.Keys = nil
@@ -513,7 +519,7 @@ type Match struct {
 // forward_auth) and answers 200 or the refusal, forwarding nothing.
 type ForwardAuth struct {
 	// Listen is its address ("" = off, the default); never the public one.
-	Listen string
+	Listen string `restart:"forward_auth.listen"`
 	// RefusedStatus is the status of a refusal (0 = response.status): 403
 	// for callers that pass only 2xx, 401 and 403 on (nginx auth_request).
 	RefusedStatus int
@@ -524,7 +530,7 @@ type ForwardAuth struct {
 // policies by Mappings.
 type EnvoyRLS struct {
 	// Listen is its address ("" = off, the default).
-	Listen string
+	Listen string `restart:"envoy_rls.listen"`
 	// Mappings in file order; a descriptor takes the first that matches.
 	Mappings []*RLSMapping
 }

@@ -21,7 +21,7 @@ func TestCalendarWindows(t *testing.T) {
 			start, _ := time.Parse(time.RFC3339Nano, "2027-01-31T23:59:58.500Z")
 			clk := fakeclock.New(start)
 			up := rlproxytest.NewUpstream(t)
-			in := rlproxytest.StartOpts(t, storeYAML(t, st)+fmt.Sprintf(`
+			in := rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(`
 upstreams: { app: { url: %q } }
 policies:
   monthly: { algorithm: fixed_window, limit: 2, calendar: month, key: ip }
@@ -29,7 +29,7 @@ policies:
 routes:
   - { name: m, match: { path_prefix: /m/ }, upstream: app, policies: [monthly] }
   - { name: d, match: { path_prefix: /d/ }, upstream: app, policies: [daily] }
-`, up.URL), rlproxytest.Opts{Now: clk.Now})
+`, up.URL), rlproxytest.WithNow(clk.Now))
 			expect := func(path string, status int, headers map[string]string) {
 				t.Helper()
 				resp, _ := rlproxytest.Get(t, nil, in.URL+path)

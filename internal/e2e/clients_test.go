@@ -520,7 +520,7 @@ routes:
 `, up.URL)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	in := rlproxytest.StartFile(t, cfg)
+	in := rlproxytest.Start(t, "", rlproxytest.FromFile(cfg))
 	c := rlproxytest.ClientFrom("127.0.0.2")
 	planOf := func(key string) string {
 		t.Helper()
@@ -845,7 +845,7 @@ func TestClientConcurrencyNoLeak(t *testing.T) {
 			// Injected time: the leaky bucket drains by an Advance, not a
 			// sleep; the waits themselves still run on real timers.
 			clk := fakeclock.New(time.Now())
-			in := rlproxytest.StartOpts(t, storeYAML(t, st)+fmt.Sprintf(`
+			in := rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(`
 server: { max_wait: 1500ms }
 quota_endpoint: { path: /rate-limit }
 upstreams: { app: { url: %q } }
@@ -856,7 +856,7 @@ policies:
 routes:
   - { name: shaped, match: { path_prefix: /shaped/ }, upstream: app, policies: [nl_shape, nl_conc] }
   - { name: dry, match: { path_prefix: /dry/ }, upstream: app, policies: [nl_dry] }
-`, up.URL), rlproxytest.Opts{Now: clk.Now})
+`, up.URL), rlproxytest.WithNow(clk.Now))
 			c := rlproxytest.ClientFrom("127.0.0.2")
 			rl := func(resp *http.Response) string { _, v := clientsHeaders(resp); return v }
 

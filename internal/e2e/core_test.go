@@ -26,13 +26,13 @@ func TestReferenceAPI(t *testing.T) {
 			// 4 s refill is an Advance, not a sleep.
 			clk := fakeclock.New(time.Now())
 			up := rlproxytest.NewUpstream(t)
-			in := rlproxytest.StartOpts(t, storeYAML(t, st)+fmt.Sprintf(`
+			in := rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(`
 upstreams: { app: { url: %q } }
 policies:
   api: { algorithm: token_bucket, rate: 30r/m, burst: 5, key: ip }
 routes:
   - { name: api, match: { path_prefix: /api/ }, upstream: app, policies: [api] }
-`, up.URL), rlproxytest.Opts{Now: clk.Now})
+`, up.URL), rlproxytest.WithNow(clk.Now))
 			var codes []int
 			var last *http.Response
 			for range 7 {

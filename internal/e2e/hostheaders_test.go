@@ -46,7 +46,7 @@ func TestUpstreamHostAndHeaders(t *testing.T) {
 	// httptest's certificate names example.com and 127.0.0.1, not localhost.
 	tlsURL := strings.Replace(tlsUp.URL, "127.0.0.1", "localhost", 1)
 	var log netutil.LockedBuffer
-	in := rlproxytest.StartWithLog(t, fmt.Sprintf(`
+	in := rlproxytest.Start(t, fmt.Sprintf(`
 upstreams:
   client: { url: %[1]q }
   vhost:
@@ -64,7 +64,7 @@ routes:
   - { name: nosni, upstream: nosni, match: { path_prefix: /nosni } }
   - { name: vhost, upstream: vhost }
 log: { level: debug }
-`, vhost.URL, tlsURL, ca), &log)
+`, vhost.URL, tlsURL, ca), rlproxytest.WithLog(&log))
 
 	if resp, body := rlproxytest.Get(t, nil, in.URL+"/client"); resp.StatusCode != 404 {
 		t.Errorf("host: client: %d %q, want the vhost's 404", resp.StatusCode, body)

@@ -73,10 +73,10 @@ func TestClientLeftLogsOneDebugLine(t *testing.T) {
 		}
 	}
 	var log netutil.LockedBuffer
-	in := rlproxytest.StartWithLog(t, fmt.Sprintf(`log: { level: debug, format: json }
+	in := rlproxytest.Start(t, fmt.Sprintf(`log: { level: debug, format: json }
 upstreams: { app: { url: %q } }
 routes: [{ name: events, upstream: app }]
-`, up.URL), &log)
+`, up.URL), rlproxytest.WithLog(&log))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(in.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestStoreOutageWarnings(t *testing.T) {
 	rs := redisserver.Start(t)
 	up := rlproxytest.NewUpstream(t)
 	var log netutil.LockedBuffer
-	in := rlproxytest.StartWithLog(t, fmt.Sprintf(`log: { format: json }
+	in := rlproxytest.Start(t, fmt.Sprintf(`log: { format: json }
 store:
   type: valkey
   breaker: { failures: 2, cooldown: 200ms }
@@ -205,7 +205,7 @@ store:
 upstreams: { app: { url: %q } }
 policies: { api: { algorithm: token_bucket, rate: 1000r/s, burst: 1000, key: ip } }
 routes: [{ name: api, upstream: app, policies: [api] }]
-`, rs.Addr, up.URL), &log)
+`, rs.Addr, up.URL), rlproxytest.WithLog(&log))
 	get := func() { rlproxytest.Get(t, nil, in.URL+"/x") }
 	get()
 	rs.Stop()
@@ -246,11 +246,11 @@ func TestRefusalLogHidesAddresses(t *testing.T) {
 	t.Parallel()
 	up := rlproxytest.NewUpstream(t)
 	var log netutil.LockedBuffer
-	in := rlproxytest.StartWithLog(t, fmt.Sprintf(`log: { format: json }
+	in := rlproxytest.Start(t, fmt.Sprintf(`log: { format: json }
 upstreams: { app: { url: %q } }
 policies: { api: { algorithm: token_bucket, rate: 1r/m, burst: 1, key: ip } }
 routes: [{ name: api, upstream: app, policies: [api] }]
-`, up.URL), &log)
+`, up.URL), rlproxytest.WithLog(&log))
 	for _, want := range []int{200, 429} {
 		if r, _ := rlproxytest.Get(t, nil, in.URL+"/x"); r.StatusCode != want {
 			t.Fatalf("status %d, want %d", r.StatusCode, want)
@@ -286,10 +286,10 @@ func TestUpstreamFailureLinesCapped(t *testing.T) {
 	t.Parallel()
 	dead := netutil.FreeAddr(t) // nothing listens: every attempt is refused
 	var log netutil.LockedBuffer
-	in := rlproxytest.StartWithLog(t, fmt.Sprintf(`log: { format: json }
+	in := rlproxytest.Start(t, fmt.Sprintf(`log: { format: json }
 upstreams: { app: { url: "http://%s", retries: 0 } }
 routes: [{ name: r, upstream: app }]
-`, dead), &log)
+`, dead), rlproxytest.WithLog(&log))
 	const n = 60
 	start := time.Now()
 	for range n {

@@ -264,7 +264,7 @@ func TestOpsReloadHammer(t *testing.T) {
 	up := rlproxytest.NewUpstream(t)
 	version := func(burst int) string { return fmt.Sprintf(opsHammerYAML, up.URL, burst) }
 	logs := &opsLogBuf{}
-	in := rlproxytest.StartWithLog(t, version(1_000_000), logs)
+	in := rlproxytest.Start(t, version(1_000_000), rlproxytest.WithLog(logs))
 
 	var (
 		stop     atomic.Bool
@@ -643,7 +643,7 @@ routes:
 	}
 	must(os.Symlink("..2026_11_29_1", filepath.Join(dir, "..data")))
 	must(os.Symlink("..data/rlproxy.yaml", filepath.Join(dir, "rlproxy.yaml")))
-	in := rlproxytest.StartFile(t, filepath.Join(dir, "rlproxy.yaml"))
+	in := rlproxytest.Start(t, "", rlproxytest.FromFile(filepath.Join(dir, "rlproxy.yaml")))
 
 	var codes []int
 	for range 3 {
@@ -792,13 +792,13 @@ func TestOpsRefusalLogSampling(t *testing.T) {
 	const rps = 5
 	up := rlproxytest.NewUpstream(t)
 	logs := &opsLogBuf{}
-	in := rlproxytest.StartWithLog(t, fmt.Sprintf(`log: { refusals_per_second: %d }
+	in := rlproxytest.Start(t, fmt.Sprintf(`log: { refusals_per_second: %d }
 upstreams: { app: { url: %q } }
 policies:
   one: { algorithm: sliding_log, limit: 1, window: 1h, key: global }
 routes:
   - { name: r, match: { path: /r }, upstream: app, policies: [one] }
-`, rps, up.URL), logs)
+`, rps, up.URL), rlproxytest.WithLog(logs))
 	if resp, _ := rlproxytest.Get(t, nil, in.URL+"/r"); resp.StatusCode != 200 {
 		t.Fatalf("first request: %d", resp.StatusCode)
 	}

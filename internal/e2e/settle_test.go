@@ -47,7 +47,7 @@ func TestCountStatusSequential(t *testing.T) {
 			up := rlproxytest.NewUpstream(t)
 			up.Handler = settleLogin(0)
 			clk := fakeclock.New(time.Now().Truncate(time.Minute).Add(10 * time.Second))
-			in := rlproxytest.StartOpts(t, storeYAML(t, st)+fmt.Sprintf(settleConfig, up.URL), rlproxytest.Opts{Now: clk.Now})
+			in := rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(settleConfig, up.URL), rlproxytest.WithNow(clk.Now))
 			c := rlproxytest.ClientFrom("127.0.0.31")
 			var got []int
 			for _, q := range []string{"", "", "", "", "", "?fail", "?fail", "?fail", "", "?fail"} {
@@ -169,13 +169,13 @@ func TestResponseCost(t *testing.T) {
 					}
 				}
 				clk := fakeclock.New(time.Now())
-				in := rlproxytest.StartOpts(t, storeYAML(t, st)+fmt.Sprintf(`
+				in := rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(`
 upstreams: { app: { url: %q } }
 policies:
   tokens: { algorithm: token_bucket, rate: 1r/s, burst: 100, key: ip }
 routes:
   - { name: llm, match: { path_prefix: /v1/ }, upstream: app, policies: [tokens], cost_response_header: X-Tokens-Used }
-`, up.URL), rlproxytest.Opts{Now: clk.Now})
+`, up.URL), rlproxytest.WithNow(clk.Now))
 				c := rlproxytest.ClientFrom("127.0.0.41")
 				var got []int
 				var last *http.Response

@@ -94,9 +94,10 @@ type call struct {
 }
 
 // New returns a Service counting into m (nil: no metrics) and logging
-// refusals to log (sampled at log.refusals_per_second).
-func New(m *metrics.Metrics, log *slog.Logger) *Service {
-	s := &Service{metrics: m, log: log, grpc: grpc.NewServer(), health: health.NewServer(), clients: clientkey.NewDisplay()}
+// refusals to log (sampled at log.refusals_per_second); opts tune its gRPC
+// server (package server counts each call as a use of its configuration).
+func New(m *metrics.Metrics, log *slog.Logger, opts ...grpc.ServerOption) *Service {
+	s := &Service{metrics: m, log: log, grpc: grpc.NewServer(opts...), health: health.NewServer(), clients: clientkey.NewDisplay()}
 	s.calls.New = func() any { return new(call) }
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)

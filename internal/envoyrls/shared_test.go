@@ -25,7 +25,7 @@ import (
 func startRLS(t *testing.T, cfg string) (*rlproxytest.Instance, rlsv3.RateLimitServiceClient, *netutil.LockedBuffer) {
 	t.Helper()
 	log := &netutil.LockedBuffer{}
-	in := rlproxytest.StartWithLog(t, "listen: \"127.0.0.1:0\"\nadmin_listen: \"127.0.0.1:0\"\n"+cfg, log)
+	in := rlproxytest.Start(t, "listen: \"127.0.0.1:0\"\nadmin_listen: \"127.0.0.1:0\"\n"+cfg, rlproxytest.WithLog(log))
 	cc, err := grpc.NewClient(in.App.EnvoyRLSAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

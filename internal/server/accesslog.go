@@ -1,40 +1,42 @@
 package server
 
 import (
-	"io"
-	"time"
-
 	"rlproxy/internal/accesslog"
-	"rlproxy/internal/config"
 )
 
-// accessLog is the App's access log state.
-type accessLog struct {
-	out io.Writer        // "stderr": the process log's writer
-	cfg config.AccessLog // of the running log
-}
-
-// setAccessLog makes the access log follow cfg's log.access: an
-// unchanged section keeps the running log, a changed one opens the new
-// log first (on error the running one stays) and closes the old one once
-// the requests in flight have had server.shutdown_timeout to end.
-func (a *App) setAccessLog(cfg *config.Config) error {
-	c := cfg.Log.Access
-	if cur := a.srv.AccessLog(); (cur != nil) == c.Enabled && (cur == nil || c == a.access.cfg) {
+// provisionAccessLog gives g the access log its log.access asks for: cur's
+// when the section is unchanged, else a new one (none when off). A new log
+// that cannot be opened fails the start; on reload the running log stays
+// and the reload goes on.
+func (a *App) provisionAccessLog(g, cur *generation) error {
+	c := g.cfg.Log.Access
+	if cur != nil && (cur.access != nil) == c.Enabled && (cur.access == nil || c == cur.accessCfg) {
+		a.keepAccessLog(g, cur)
 		return nil
 	}
-	var l *accesslog.Logger
-	if c.Enabled {
-		var err error
-		if l, err = accesslog.New(c, a.access.out, a.metrics.AccessLogDropped); err != nil {
+	g.accessCfg = c
+	if !c.Enabled {
+		return nil
+	}
+	l, err := accesslog.New(c, a.proc.logOut, a.metrics.AccessLogDropped)
+	if err != nil {
+		if cur == nil {
 			return err
 		}
+		a.log.Error("log.access not changed", "err", err.Error())
+		a.keepAccessLog(g, cur)
+		return nil
 	}
-	a.access.cfg = c
-	if prev := a.srv.SetAccessLog(l); prev != nil {
-		time.AfterFunc(cfg.Server.ShutdownTimeout, func() { _ = prev.Close() })
-	}
+	g.access = newShared(l, func(l *accesslog.Logger) { _ = l.Close() })
 	return nil
+}
+
+// keepAccessLog makes g share cur's access log.
+func (a *App) keepAccessLog(g, cur *generation) {
+	g.accessCfg = cur.accessCfg
+	if cur.access != nil {
+		g.access = cur.access.retain()
+	}
 }
 
 // reopenAccessLog reopens the access log file (SIGUSR1, after logrotate).

@@ -16,19 +16,19 @@ func (a *App) startACME(cfg *config.Config) error {
 		return nil
 	}
 	m, err := acme.New(cfg.TLS.ACME, acme.Options{
-		Log: a.log, Registerer: a.reg, Valkey: cfg.Store.Valkey,
+		Log: a.log, Registerer: a.proc.reg, Valkey: cfg.Store.Valkey,
 		PublicAddr: a.Addr(), Static: a.staticCert,
 	})
 	if err != nil {
 		return err
 	}
-	a.acme = m
+	a.ls.acme = m
 	return m.Start()
 }
 
 // staticCert is tls.cert_file's certificate of the latest load (nil without).
 func (a *App) staticCert() *tls.Certificate {
-	if st := a.tls.Load(); st != nil {
+	if st := a.ls.tls.Load(); st != nil {
 		return st.cert
 	}
 	return nil
@@ -37,15 +37,15 @@ func (a *App) staticCert() *tls.Certificate {
 // ACMEHTTPAddr is tls.acme.http_listen's address once Start has returned,
 // or "" when off.
 func (a *App) ACMEHTTPAddr() string {
-	if a.acme == nil {
+	if a.ls.acme == nil {
 		return ""
 	}
-	return a.acme.HTTPAddr()
+	return a.ls.acme.HTTPAddr()
 }
 
 // stopACME stops obtaining and renewing and closes http_listen.
 func (a *App) stopACME() {
-	if a.acme != nil {
-		a.acme.Close()
+	if a.ls.acme != nil {
+		a.ls.acme.Close()
 	}
 }

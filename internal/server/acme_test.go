@@ -38,7 +38,7 @@ func TestACMERefusedKeepsServing(t *testing.T) {
 	static := writeCert(t, dir, "static", "static.rlproxy.test", x509.ExtKeyUsageServerAuth).Leaf
 	up := rlproxytest.NewUpstream(t)
 	var log netutil.LockedBuffer
-	in := rlproxytest.StartWithLog(t, fmt.Sprintf(`
+	in := rlproxytest.Start(t, fmt.Sprintf(`
 listen: "127.0.0.1:%d"
 tls:
   cert_file: %[2]s/static.pem
@@ -55,7 +55,7 @@ routes:
   - name: all
     match: { path_prefix: / }
     upstream: app
-`, tlsPort, dir, pb.DirURL, pb.RootFile, httpPort, up.URL), &log)
+`, tlsPort, dir, pb.DirURL, pb.RootFile, httpPort, up.URL), rlproxytest.WithLog(&log))
 
 	waitLog(t, &log, "urn:ietf:params:acme:error:badNonce", 60*time.Second)
 	waitLog(t, &log, `msg="acme: will retry"`, 60*time.Second)

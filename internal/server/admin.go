@@ -1,54 +1,55 @@
 package server
 
 import (
+	"sync"
 	"time"
 
 	"rlproxy/internal/admin"
 	"rlproxy/internal/proxy"
 )
 
-// reloadStatus is the outcome of the last configuration load, for the
-// admin page's overview.
-type reloadStatus struct {
+// status is the outcome of the last configuration load, for the admin
+// page's overview.
+type status struct {
+	mu  sync.Mutex
 	at  time.Time
 	err string // "" when it succeeded
 }
 
-// setReloadStatus records a load at now and its error (nil on success).
-func (a *App) setReloadStatus(now time.Time, err error) {
-	s := reloadStatus{at: now}
+// set records a load at now and its error (nil on success).
+func (s *status) set(now time.Time, err error) {
+	s.mu.Lock()
+	s.at, s.err = now, ""
 	if err != nil {
 		s.err = err.Error()
 	}
-	a.mu.Lock()
-	a.reloadStatus = s
-	a.mu.Unlock()
+	s.mu.Unlock()
 }
 
 // clearRefusal notes, at now, that the file is again the running
 // configuration after a refused reload (restored by hand): the admin page
 // must not keep showing the refusal as the last word.
-func (a *App) clearRefusal(now time.Time) {
-	a.mu.Lock()
-	if a.reloadStatus.err != "" {
-		a.reloadStatus = reloadStatus{at: now}
+func (s *status) clearRefusal(now time.Time) {
+	s.mu.Lock()
+	if s.err != "" {
+		s.at, s.err = now, ""
 	}
-	a.mu.Unlock()
+	s.mu.Unlock()
 }
 
 // pageSource is what the admin page reads from a.
 func (a *App) pageSource() admin.PageSource {
 	return admin.PageSource{
 		Version: a.opts.Version,
-		Started: a.started,
+		Started: a.proc.started,
 		Runtime: func() *proxy.Runtime { return a.srv.Runtime() },
-		Live:    a.live,
+		Live:    a.proc.live,
 		Clients: a.srv.ClientDisplay(),
 		Status: func() admin.Status {
-			a.mu.Lock()
-			rs := a.reloadStatus
-			a.mu.Unlock()
-			return admin.Status{LastReload: rs.at, ReloadError: rs.err,
+			a.status.mu.Lock()
+			at, err := a.status.at, a.status.err
+			a.status.mu.Unlock()
+			return admin.Status{LastReload: at, ReloadError: err,
 				StoreUp: a.metrics.StoreUp(), BreakerOpen: a.metrics.BreakerOpen()}
 		},
 	}

@@ -8,41 +8,101 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"sync/atomic"
 
+	"rlproxy/internal/acme"
+	"rlproxy/internal/admin"
 	"rlproxy/internal/config"
 	"rlproxy/internal/forwardauth"
 	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
+	"rlproxy/internal/reload"
 )
 
-// listenPublic opens the public listener (over TLS when configured), or
-// returns nil when it is off (listen: "": a decision service only).
-func (a *App) listenPublic(cfg *config.Config) (net.Listener, error) {
+// listeners is what Start opens: the public, admin and decision listeners
+// and the reload watcher. Their addresses take effect on restart only
+// (config.RestartOnly); the connection caps and TLS material reload.
+type listeners struct {
+	tls    atomic.Pointer[serverTLS] // the public listener's certificate and client CAs
+	acme   *acme.Manager             // tls.acme's certificates and http_listen; nil without (acme.go)
+	hs     *http.Server              // the public server; nil when listen is off
+	ln     net.Listener
+	lim    *limitListener // the public listener's connection cap and write timeout
+	adm    *admin.Server
+	fa     *http.Server // forward-auth; nil when off
+	faLn   net.Listener
+	rlsLn  net.Listener
+	served chan error // the servers' ends
+
+	watcher *reload.Watcher
+	stop    func() // stops the watcher and SIGUSR1's handler
+}
+
+// listen opens every listener cfg turns on; on error the caller closes
+// what was opened (closeListeners).
+func (a *App) listen(cfg *config.Config) error {
+	if err := a.listenPublic(cfg); err != nil {
+		return err
+	}
+	if err := a.startACME(cfg); err != nil {
+		return err
+	}
+	if err := a.startDecisionListeners(cfg); err != nil {
+		return err
+	}
+	if cfg.AdminListen == "" {
+		return nil
+	}
+	opts := []admin.Option{admin.WithLogger(a.log), admin.WithPage(a.pageSource())}
+	// RLPROXY_PPROF=1 adds /debug/pprof/ to the admin listener
+	// (docs/reference/config.md): opt-in, because profiles expose internals.
+	if os.Getenv("RLPROXY_PPROF") == "1" {
+		opts = append(opts, admin.WithPprof())
+	}
+	a.ls.adm = admin.New(cfg.AdminListen, a.metrics, func() bool { return a.srv.Runtime() != nil && !a.draining.Load() }, opts...)
+	if err := a.ls.adm.Start(); err != nil {
+		return fmt.Errorf("starting admin listener: %w", err)
+	}
+	return nil
+}
+
+// listenPublic opens the public listener (over TLS when configured) and
+// its server, or nothing when it is off (listen: "": a decision service
+// only).
+func (a *App) listenPublic(cfg *config.Config) error {
 	if cfg.Listen == "" {
-		return nil, nil
+		return nil
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	// The connection cap and write deadlines wrap the TCP listener, under
 	// TLS, so a refused connection costs no handshake (limits.go).
-	a.lim = newLimitListener(ln, cfg.Server, metrics.NewListeners(a.reg).For("public"), a.log)
-	a.lim.trust(cfg.RealIP.TrustedProxies)
-	ln = a.lim
-	a.hs.Handler = a.lim.streamDeadlines(a.hs.Handler)
-	a.hs.ConnState = a.lim.trackState // idle connections give way at the cap (limits_conns.go)
+	lim := newLimitListener(ln, cfg.Server, metrics.NewListeners(a.proc.reg).For("public"), a.log)
+	lim.trust(cfg.RealIP.TrustedProxies)
+	a.ls.lim = lim
+	a.ls.hs = &http.Server{
+		Handler:           lim.streamDeadlines(a.Handler()),
+		ConnState:         lim.trackState, // idle connections give way at the cap (limits_conns.go)
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
+		ErrorLog:          logging.LibraryLog(a.log, slog.LevelDebug, "net/http"),
+		Protocols:         publicProtocols(cfg),
+		// "OPTIONS *" reaches the proxy, which refuses it (400, as nginx):
+		// net/http would answer it itself, outside routes and metrics.
+		DisableGeneralOptionsHandler: true,
+	}
 	// PROXY protocol headers (the per-client cap counts their address),
 	// then the raw request-head check (listener.go).
-	ln = withFraming(a.lim.admitAfterProxy(withProxyProtocol(ln, cfg.Server.ProxyProtocol)), cfg)
+	ln = withFraming(lim.admitAfterProxy(withProxyProtocol(lim, cfg.Server.ProxyProtocol)), cfg)
 	if cfg.TLS != nil {
-		if err := a.loadCert(cfg.TLS); err != nil {
-			ln.Close()
-			return nil, err
-		}
 		ln = tls.NewListener(ln, a.listenerTLS())
 	}
-	return ln, nil
+	a.ls.ln = ln
+	return nil
 }
 
 // startDecisionListeners opens the forward-auth and Envoy RLS listeners
@@ -53,9 +113,9 @@ func (a *App) startDecisionListeners(cfg *config.Config) error {
 		if err != nil {
 			return fmt.Errorf("forward_auth: listening on %s: %w", addr, err)
 		}
-		a.faLn = ln
-		a.fa = &http.Server{
-			Handler:           forwardauth.New(a.srv),
+		a.ls.faLn = ln
+		a.ls.fa = &http.Server{
+			Handler:           a.inGeneration(forwardauth.New(a.srv)),
 			ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 			IdleTimeout:       cfg.Server.IdleTimeout,
 			MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
@@ -64,30 +124,34 @@ func (a *App) startDecisionListeners(cfg *config.Config) error {
 			DisableGeneralOptionsHandler: true,
 		}
 	}
-	if addr := cfg.EnvoyRLS.Listen; addr != "" && a.rls != nil {
+	if addr := cfg.EnvoyRLS.Listen; addr != "" && a.proc.rls != nil {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("envoy_rls: listening on %s: %w", addr, err)
 		}
-		a.rlsLn = ln
+		a.ls.rlsLn = ln
 	}
 	return nil
 }
 
-// serveDecisionListeners serves the listeners startDecisionListeners opened.
-func (a *App) serveDecisionListeners() {
-	if a.fa != nil {
-		go func() { a.served <- a.fa.Serve(a.faLn) }()
+// serve serves the listeners listen opened, each in its goroutine.
+func (a *App) serve() {
+	a.ls.served = make(chan error, 3)
+	if a.ls.hs != nil {
+		go func() { a.ls.served <- a.ls.hs.Serve(a.ls.ln) }()
 	}
-	if a.rlsLn != nil {
-		go func() { a.served <- a.rls.Serve(a.rlsLn) }()
+	if a.ls.fa != nil {
+		go func() { a.ls.served <- a.ls.fa.Serve(a.ls.faLn) }()
+	}
+	if a.ls.rlsLn != nil {
+		go func() { a.ls.served <- a.proc.rls.Serve(a.ls.rlsLn) }()
 	}
 }
 
 // closeListeners closes whatever Start opened before it failed.
 func (a *App) closeListeners() {
 	a.stopACME()
-	for _, ln := range []net.Listener{a.ln, a.faLn, a.rlsLn} {
+	for _, ln := range []net.Listener{a.ls.ln, a.ls.faLn, a.ls.rlsLn} {
 		if ln != nil {
 			_ = ln.Close()
 		}
@@ -97,12 +161,12 @@ func (a *App) closeListeners() {
 // shutdownDecisionListeners lets decisions in flight (and their
 // leaky-bucket waits) finish before ctx is done.
 func (a *App) shutdownDecisionListeners(ctx context.Context) {
-	if a.fa != nil {
-		if err := a.fa.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if a.ls.fa != nil {
+		if err := a.ls.fa.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Warn("forward_auth shutdown", "err", err.Error())
 		}
 	}
-	if a.rlsLn != nil {
-		a.rls.Shutdown(ctx)
+	if a.ls.rlsLn != nil {
+		a.proc.rls.Shutdown(ctx)
 	}
 }

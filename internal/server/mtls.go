@@ -95,10 +95,10 @@ func (a *App) listenerTLS() *tls.Config {
 		MinVersion: tls.VersionTLS12,
 		NextProtos: alpn,
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-			if a.acme != nil {
-				return a.acme.ConfigForClient(hello, a.tls.Load().conf), nil
+			if a.ls.acme != nil {
+				return a.ls.acme.ConfigForClient(hello, a.ls.tls.Load().conf), nil
 			}
-			return a.tls.Load().conf, nil
+			return a.ls.tls.Load().conf, nil
 		},
 	}
 }

@@ -26,7 +26,7 @@ func (a *App) drain() error {
 		t := time.NewTimer(s.ShutdownDelay)
 		select {
 		case <-t.C:
-		case err := <-a.served:
+		case err := <-a.ls.served:
 			t.Stop()
 			return err
 		}
@@ -40,9 +40,9 @@ func (a *App) drain() error {
 // stopWatching stops the reload watcher (file changes and SIGHUP): a
 // configuration swapped in while draining would serve nobody.
 func (a *App) stopWatching() {
-	if a.stop != nil {
-		a.stop()
-		_ = a.watcher.Close()
+	if a.ls.stop != nil {
+		a.ls.stop()
+		_ = a.ls.watcher.Close()
 	}
 }
 

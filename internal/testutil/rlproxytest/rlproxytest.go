@@ -35,71 +35,50 @@ type Instance struct {
 	ConfigPath string
 }
 
-// Start writes yaml to a temporary config file and runs rlproxy on it. The
-// placeholders "{{listen}}" and "{{admin}}" may appear in yaml; when yaml
-// has no `listen:` line, "listen: 127.0.0.1:0" (a free port) is added, and
-// likewise `admin_listen: 127.0.0.1:0`. The instance shuts down at test end.
-func Start(t testing.TB, yaml string) *Instance {
-	t.Helper()
-	return StartWithLog(t, yaml, nil)
+// Option changes how Start runs an instance.
+type Option func(*options)
+
+type options struct {
+	log  io.Writer
+	now  func() time.Time
+	file string
 }
 
-// StartWithLog is Start with the process log also written to w (when not
-// nil), for tests that assert on log lines; w must be safe for concurrent
-// use.
-func StartWithLog(t testing.TB, yaml string, w io.Writer) *Instance {
-	t.Helper()
-	return StartOpts(t, yaml, Opts{Log: w})
-}
+// WithLog also writes the process log to w (the test log always gets it, and
+// shows it for failing or -v tests); w must be safe for concurrent use.
+func WithLog(w io.Writer) Option { return func(o *options) { o.log = w } }
 
-// Opts are StartOpts' options.
-type Opts struct {
-	// Log, when not nil, also receives the process log; it must be safe
-	// for concurrent use.
-	Log io.Writer
-	// Now, when not nil, is the time every rate-limit decision is made at
-	// (server.Options.Now): a test advances it instead of sleeping.
-	Now func() time.Time
-}
+// WithNow makes every rate-limit decision at now() (server.Options.Now), so
+// a test advances a fake clock instead of sleeping.
+func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
-// StartOpts is Start with opts.
-func StartOpts(t testing.TB, yaml string, opts Opts) *Instance {
+// FromFile runs the instance on the existing config file at path, loaded as
+// it is (its listen addresses should be 127.0.0.1:0); Start's yaml must then
+// be "".
+func FromFile(path string) Option { return func(o *options) { o.file = path } }
+
+// Start writes yaml to a temporary config file and runs rlproxy on it: when
+// yaml has no `listen:` line, "listen: 127.0.0.1:0" (a free port) is added,
+// and likewise `admin_listen: 127.0.0.1:0`. With FromFile, the named file is
+// loaded instead. The instance shuts down at test end.
+func Start(t testing.TB, yaml string, opts ...Option) *Instance {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "rlproxy.yaml")
-	if !strings.Contains(yaml, "listen:") {
-		yaml = "listen: \"127.0.0.1:0\"\n" + yaml
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
-	if !strings.Contains(yaml, "admin_listen:") {
-		yaml = "admin_listen: \"127.0.0.1:0\"\n" + yaml
+	path := o.file
+	switch {
+	case path == "":
+		path = writeConfig(t, yaml)
+	case yaml != "":
+		t.Fatal("rlproxytest.Start: both yaml and FromFile given")
 	}
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return startFile(t, path, opts)
-}
-
-// StartFile runs rlproxy on an existing config file (its listen addresses
-// should be 127.0.0.1:0). The log goes to the test log on failure.
-func StartFile(t testing.TB, path string) *Instance {
-	t.Helper()
-	return StartFileWithLog(t, path, nil)
-}
-
-// StartFileWithLog is StartFile with the process log also written to w
-// (when not nil); w must be safe for concurrent use.
-func StartFileWithLog(t testing.TB, path string, w io.Writer) *Instance {
-	t.Helper()
-	return startFile(t, path, Opts{Log: w})
-}
-
-func startFile(t testing.TB, path string, opts Opts) *Instance {
-	t.Helper()
 	var log io.Writer = &testLog{t: t}
-	if opts.Log != nil {
-		log = io.MultiWriter(log, opts.Log)
+	if o.log != nil {
+		log = io.MultiWriter(log, o.log)
 	}
-	app, err := server.New(path, server.Options{Version: "test", Log: log, Debounce: 50 * time.Millisecond, Now: opts.Now})
+	app, err := server.New(path, server.Options{Version: "test", Log: log, Debounce: 50 * time.Millisecond, Now: o.now})
 	if err != nil {
 		t.Fatalf("starting rlproxy: %v", err)
 	}
@@ -116,6 +95,23 @@ func startFile(t testing.TB, path string, opts Opts) *Instance {
 		_ = app.Shutdown(ctx)
 	})
 	return in
+}
+
+// writeConfig writes yaml, with free loopback listeners added where it names
+// none, to a file in a temporary directory and returns the file's path.
+func writeConfig(t testing.TB, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rlproxy.yaml")
+	if !strings.Contains(yaml, "listen:") {
+		yaml = "listen: \"127.0.0.1:0\"\n" + yaml
+	}
+	if !strings.Contains(yaml, "admin_listen:") {
+		yaml = "admin_listen: \"127.0.0.1:0\"\n" + yaml
+	}
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // Rewrite replaces the config file's content with yaml atomically (a
