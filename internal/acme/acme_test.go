@@ -270,7 +270,7 @@ func TestObtainTLSALPN01(t *testing.T) {
 	conn.Close()
 }
 
-// TestRenewWithoutRestart has pebble issue 40-second certificates, so
+// TestRenewWithoutRestart has pebble sign 40-second certificates, so
 // certmagic (checking every second) renews within the test: a new
 // handshake gets the new certificate while a connection opened on the old
 // one keeps serving requests, and the expiry metric follows.
