@@ -20,6 +20,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,16 +61,17 @@ type Manager struct {
 	cache  *certmagic.Cache
 	magic  *certmagic.Config
 	issuer *certmagic.ACMEIssuer
-	vk     valkey.Client // nil unless storage is valkey
+	vs     *ValkeyStorage // nil unless storage is valkey
 	names  map[string]bool
 
 	challenge *tls.Config             // the config of TLS-ALPN-01 handshakes
 	derived   atomic.Pointer[derived] // the last base config and its ACME twin
 
-	ctx    context.Context // cancelled by Close: stops managing and retries
-	cancel context.CancelFunc
-	hs     *http.Server // http_listen; nil without
-	httpLn net.Listener
+	ctx       context.Context // cancelled by Close: stops managing and retries
+	cancel    context.CancelFunc
+	hs        *http.Server // http_listen; nil without
+	httpLn    net.Listener
+	closeOnce sync.Once
 }
 
 // derived pairs a load's tls.Config with its copy serving ACME's
@@ -139,12 +141,12 @@ func (m *Manager) storage() (certmagic.Storage, error) {
 		}
 		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	}
-	client, err := valkey.NewClient(opt)
+	vs, err := NewValkeyStorage(func() (valkey.Client, error) { return valkey.NewClient(opt) }, v.KeyPrefix, m.cfg.StorageSecret)
 	if err != nil {
 		return nil, fmt.Errorf("acme: valkey storage: %w", err)
 	}
-	m.vk = client
-	return NewValkeyStorage(client, v.KeyPrefix, m.cfg.StorageSecret)
+	m.vs = vs
+	return vs, nil
 }
 
 // newIssuer is the ACME issuer of tls.acme: its CA, trusted roots and
@@ -281,19 +283,22 @@ func (m *Manager) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, err
 
 // Close stops obtaining and renewing, closes http_listen (its requests
 // are cut: challenges and redirects are short) and the Valkey client.
+// Calls after the first do nothing.
 func (m *Manager) Close() {
-	if m.cancel != nil {
-		m.cancel()
-	}
-	if m.hs != nil {
-		_ = m.hs.Close()
-	}
-	if m.cache != nil {
-		m.cache.Stop()
-	}
-	if m.vk != nil {
-		m.vk.Close()
-	}
+	m.closeOnce.Do(func() {
+		if m.cancel != nil {
+			m.cancel()
+		}
+		if m.hs != nil {
+			_ = m.hs.Close()
+		}
+		if m.cache != nil {
+			m.cache.Stop()
+		}
+		if m.vs != nil {
+			m.vs.Close()
+		}
+	})
 }
 
 // redirect answers every request with a permanent redirect (308, which

@@ -37,9 +37,12 @@ const (
 // value moved to another key does not open). All its keys share one
 // Cluster hash tag ({acme}), so each change is one atomic script.
 type ValkeyStorage struct {
-	client valkey.Client
-	prefix string // key_prefix + "{acme}:"
-	aead   cipher.AEAD
+	connect func() (valkey.Client, error)
+	prefix  string // key_prefix + "{acme}:"
+	aead    cipher.AEAD
+
+	cmu    sync.Mutex
+	client valkey.Client // nil until the first call that reaches the server
 
 	mu    sync.Mutex
 	locks map[string]heldLock // locks this process holds, by name
@@ -53,9 +56,12 @@ type heldLock struct {
 
 var _ certmagic.Storage = (*ValkeyStorage)(nil)
 
-// NewValkeyStorage keeps certmagic's data under keyPrefix in client's
-// server, sealed with secret (any length; SHA-256 makes the AES-256 key).
-func NewValkeyStorage(client valkey.Client, keyPrefix string, secret []byte) (*ValkeyStorage, error) {
+// NewValkeyStorage keeps certmagic's data under keyPrefix on the server
+// connect reaches, sealed with secret (any length; SHA-256 makes the
+// AES-256 key). connect is called at the first use and again after it
+// fails: a Valkey down at start fails certmagic's calls (which it logs and
+// retries), never the start.
+func NewValkeyStorage(connect func() (valkey.Client, error), keyPrefix string, secret []byte) (*ValkeyStorage, error) {
 	key := sha256.Sum256(secret)
 	block, err := aes.NewCipher(key[:])
 	if err != nil {
@@ -65,7 +71,31 @@ func NewValkeyStorage(client valkey.Client, keyPrefix string, secret []byte) (*V
 	if err != nil {
 		return nil, err
 	}
-	return &ValkeyStorage{client: client, prefix: keyPrefix + "{acme}:", aead: aead, locks: map[string]heldLock{}}, nil
+	return &ValkeyStorage{connect: connect, prefix: keyPrefix + "{acme}:", aead: aead, locks: map[string]heldLock{}}, nil
+}
+
+// conn returns the client, connecting first if need be.
+func (s *ValkeyStorage) conn() (valkey.Client, error) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if s.client == nil {
+		c, err := s.connect()
+		if err != nil {
+			return nil, fmt.Errorf("valkey storage: connecting: %w", err)
+		}
+		s.client = c
+	}
+	return s.client, nil
+}
+
+// Close closes the client, if one was connected.
+func (s *ValkeyStorage) Close() {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if s.client != nil {
+		s.client.Close()
+		s.client = nil
+	}
 }
 
 func (s *ValkeyStorage) dataKey(key string) string { return s.prefix + "k:" + key }
@@ -102,7 +132,11 @@ func (s *ValkeyStorage) Store(ctx context.Context, key string, value []byte) err
 	}
 	sealed := s.aead.Seal(nonce, nonce, value, []byte(key))
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	err := storeScript.Exec(ctx, s.client, []string{s.dataKey(key), s.indexKey()}, []string{string(sealed), now, key}).Error()
+	c, err := s.conn()
+	if err != nil {
+		return err
+	}
+	err = storeScript.Exec(ctx, c, []string{s.dataKey(key), s.indexKey()}, []string{string(sealed), now, key}).Error()
 	if err != nil {
 		return fmt.Errorf("valkey storage: storing %s: %w", key, err)
 	}
@@ -111,7 +145,11 @@ func (s *ValkeyStorage) Store(ctx context.Context, key string, value []byte) err
 
 // Load reads and opens the value at key; fs.ErrNotExist when absent.
 func (s *ValkeyStorage) Load(ctx context.Context, key string) ([]byte, error) {
-	sealed, err := s.client.Do(ctx, s.client.B().Hget().Key(s.dataKey(key)).Field("v").Build()).AsBytes()
+	c, err := s.conn()
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := c.Do(ctx, c.B().Hget().Key(s.dataKey(key)).Field("v").Build()).AsBytes()
 	if valkey.IsValkeyNil(err) {
 		return nil, fs.ErrNotExist
 	}
@@ -140,7 +178,11 @@ func (s *ValkeyStorage) Delete(ctx context.Context, key string) error {
 	for _, n := range names {
 		keys = append(keys, s.dataKey(n))
 	}
-	if err := deleteScript.Exec(ctx, s.client, keys, names).Error(); err != nil {
+	c, err := s.conn()
+	if err != nil {
+		return err
+	}
+	if err := deleteScript.Exec(ctx, c, keys, names).Error(); err != nil {
 		return fmt.Errorf("valkey storage: deleting %s: %w", key, err)
 	}
 	return nil
@@ -148,7 +190,11 @@ func (s *ValkeyStorage) Delete(ctx context.Context, key string) error {
 
 // Exists reports whether key is a value or a directory of values.
 func (s *ValkeyStorage) Exists(ctx context.Context, key string) bool {
-	n, err := s.client.Do(ctx, s.client.B().Exists().Key(s.dataKey(key)).Build()).AsInt64()
+	c, err := s.conn()
+	if err != nil {
+		return false
+	}
+	n, err := c.Do(ctx, c.B().Exists().Key(s.dataKey(key)).Build()).AsInt64()
 	if err == nil && n > 0 {
 		return true
 	}
@@ -171,7 +217,11 @@ func (s *ValkeyStorage) List(ctx context.Context, dir string, recursive bool) ([
 
 // under lists the keys below dir (all, or its direct children), sorted.
 func (s *ValkeyStorage) under(ctx context.Context, dir string, recursive bool) ([]string, error) {
-	all, err := s.client.Do(ctx, s.client.B().Smembers().Key(s.indexKey()).Build()).AsStrSlice()
+	c, err := s.conn()
+	if err != nil {
+		return nil, err
+	}
+	all, err := c.Do(ctx, c.B().Smembers().Key(s.indexKey()).Build()).AsStrSlice()
 	if err != nil {
 		return nil, fmt.Errorf("valkey storage: listing %s: %w", dir, err)
 	}
@@ -198,7 +248,11 @@ func (s *ValkeyStorage) under(ctx context.Context, dir string, recursive bool) (
 // Stat describes key: a value (its size sealed, and when it was written)
 // or a directory; fs.ErrNotExist when neither.
 func (s *ValkeyStorage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, error) {
-	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.dataKey(key)).Field("m", "v").Build()).ToArray()
+	c, err := s.conn()
+	if err != nil {
+		return certmagic.KeyInfo{}, err
+	}
+	vals, err := c.Do(ctx, c.B().Hmget().Key(s.dataKey(key)).Field("m", "v").Build()).ToArray()
 	if err != nil {
 		return certmagic.KeyInfo{}, fmt.Errorf("valkey storage: stat %s: %w", key, err)
 	}
@@ -223,7 +277,11 @@ func (s *ValkeyStorage) Lock(ctx context.Context, name string) error {
 	token := hex.EncodeToString(b[:])
 	key := s.lockKey(name)
 	for {
-		err := s.client.Do(ctx, s.client.B().Set().Key(key).Value(token).Nx().Px(lockTTL).Build()).Error()
+		c, err := s.conn()
+		if err != nil {
+			return err
+		}
+		err = c.Do(ctx, c.B().Set().Key(key).Value(token).Nx().Px(lockTTL).Build()).Error()
 		if err == nil {
 			break
 		}
@@ -255,8 +313,12 @@ func (s *ValkeyStorage) refresh(key, token string, stop chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
+			c, err := s.conn()
+			if err != nil {
+				continue // the lock may lapse: certmagic re-checks storage after locking
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), lockRefresh)
-			_ = refreshScript.Exec(ctx, s.client, []string{key}, []string{token, strconv.FormatInt(lockTTL.Milliseconds(), 10)}).Error()
+			_ = refreshScript.Exec(ctx, c, []string{key}, []string{token, strconv.FormatInt(lockTTL.Milliseconds(), 10)}).Error()
 			cancel()
 		}
 	}
@@ -273,7 +335,11 @@ func (s *ValkeyStorage) Unlock(ctx context.Context, name string) error {
 		return fmt.Errorf("valkey storage: unlock %s: not locked by this process", name)
 	}
 	close(h.stop)
-	if err := unlockScript.Exec(ctx, s.client, []string{s.lockKey(name)}, []string{h.token}).Error(); err != nil {
+	c, err := s.conn()
+	if err != nil {
+		return err
+	}
+	if err := unlockScript.Exec(ctx, c, []string{s.lockKey(name)}, []string{h.token}).Error(); err != nil {
 		return fmt.Errorf("valkey storage: unlocking %s: %w", name, err)
 	}
 	return nil

@@ -2,12 +2,17 @@ package acme
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
 	"io/fs"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/valkey-io/valkey-go"
 
 	"rlproxy/internal/config"
 	"rlproxy/internal/testutil/netutil"
@@ -23,7 +28,8 @@ const testSecret = "0123456789abcdef-test-secret"
 // excludes a second holder until it is released.
 func TestValkeyStorage(t *testing.T) {
 	srv := redisserver.Start(t)
-	s, err := NewValkeyStorage(srv.Client(t), "rl:", []byte(testSecret))
+	connect := func() (valkey.Client, error) { return srv.Client(t), nil }
+	s, err := NewValkeyStorage(connect, "rl:", []byte(testSecret))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +49,7 @@ func TestValkeyStorage(t *testing.T) {
 	if b, err := raw.AsBytes(); err != nil || strings.Contains(string(b), "PRIVATE KEY") || len(b) != 12+len(got)+16 {
 		t.Errorf("stored value %q (%v): want nonce, ciphertext and tag only", b, err)
 	}
-	other, _ := NewValkeyStorage(srv.Client(t), "rl:", []byte("another secret, 16+ bytes"))
+	other, _ := NewValkeyStorage(connect, "rl:", []byte("another secret, 16+ bytes"))
 	if _, err := other.Load(ctx, key); err == nil || !strings.Contains(err.Error(), "storage_secret_env") {
 		t.Errorf("Load with another secret: %v, want an error naming storage_secret_env", err)
 	}
@@ -137,5 +143,26 @@ func TestValkeyFleetOneCertificate(t *testing.T) {
 	}
 	if sealed < 2 { // the account's key and the certificate's
 		t.Errorf("%d private keys in Valkey (%v), want 2", sealed, keys)
+	}
+}
+
+// TestValkeyDownAtStart: a Manager on a Valkey that is not there starts
+// (nothing fails before certmagic's first call), and each storage call
+// fails with the connection's error until the server is up.
+func TestValkeyDownAtStart(t *testing.T) {
+	c := &config.ACME{Domains: []string{"a.example.com"}, CA: "https://127.0.0.1:1/dir",
+		Challenges: []string{config.ChallengeTLSALPN01}, Storage: config.StorageValkey, StorageSecret: []byte(testSecret)}
+	dead := netutil.FreeAddr(t)
+	m, err := New(c, Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Static: func() *tls.Certificate { return nil },
+		Valkey: config.Valkey{Addrs: []string{dead}, KeyPrefix: "rl:"}})
+	if err != nil {
+		t.Fatalf("New with Valkey down: %v", err)
+	}
+	defer m.Close()
+	if err := m.Start(); err != nil {
+		t.Fatalf("Start with Valkey down: %v", err)
+	}
+	if _, err := m.vs.Load(context.Background(), "x"); err == nil || errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "connecting") {
+		t.Errorf("Load with Valkey down: %v, want the connection's error", err)
 	}
 }
