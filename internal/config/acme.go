@@ -57,24 +57,7 @@ func (l *loader) acmeSection(dst **ACME) *section {
 	a := &ACME{}
 	ok := true
 	bad := func() { ok = false }
-	challenges := value{func() schema { return listShape(enumShape(ChallengeHTTP01, ChallengeTLSALPN01), false) }, func(n *yaml.Node, path string) {
-		items, vals, good := l.strings(n, path, false)
-		for i, v := range vals {
-			if v != ChallengeHTTP01 && v != ChallengeTLSALPN01 {
-				l.errorf(items[i], index(path, i), "%q: want %s or %s (DNS-01, for wildcard names, is not supported)", v, ChallengeHTTP01, ChallengeTLSALPN01)
-				good = false
-			}
-		}
-		if good && len(vals) == 0 {
-			l.errorf(n, path, "want at least one of %s, %s", ChallengeHTTP01, ChallengeTLSALPN01)
-			good = false
-		}
-		if !good {
-			bad()
-			return
-		}
-		a.Challenges = slices.Compact(slices.Sorted(slices.Values(vals)))
-	}}
+	challenges := l.acmeChallengesVal(a, bad)
 	return &section{
 		optional: true,
 		fields: []field{
@@ -84,16 +67,7 @@ func (l *loader) acmeSection(dst **ACME) *section {
 					bad()
 				}
 			}}, doc: "Host names to obtain a certificate for, one each (no wildcards: DNS-01 is not supported); with on_demand the names a handshake may obtain one for."},
-			{name: "ca", def: `"` + DefaultACMECA + `"`, value: value{stringShape, func(n *yaml.Node, path string) {
-				if s, good := l.str(n, path); good {
-					if u, err := url.Parse(s); err != nil || u.Scheme != "https" || u.Host == "" {
-						l.errorf(n, path, "%q: want the https:// URL of an ACME directory", s)
-						bad()
-					} else {
-						a.CA = s
-					}
-				}
-			}}, doc: "ACME directory URL; default Let's Encrypt production."},
+			{name: "ca", def: `"` + DefaultACMECA + `"`, value: l.acmeCAVal(a, bad), doc: "ACME directory URL; default Let's Encrypt production."},
 			{name: "ca_root", value: value{stringShape, func(n *yaml.Node, path string) {
 				var good bool
 				if a.CARoot, good = l.caFile(n, path); !good {
@@ -134,6 +108,43 @@ func (l *loader) acmeSection(dst **ACME) *section {
 			*dst = a
 		},
 	}
+}
+
+// acmeChallengesVal decodes tls.acme.challenges into a (sorted, each
+// once); bad marks the section unusable.
+func (l *loader) acmeChallengesVal(a *ACME, bad func()) value {
+	return value{func() schema { return listShape(enumShape(ChallengeHTTP01, ChallengeTLSALPN01), false) }, func(n *yaml.Node, path string) {
+		items, vals, good := l.strings(n, path, false)
+		for i, v := range vals {
+			if v != ChallengeHTTP01 && v != ChallengeTLSALPN01 {
+				l.errorf(items[i], index(path, i), "%q: want %s or %s (DNS-01, for wildcard names, is not supported)", v, ChallengeHTTP01, ChallengeTLSALPN01)
+				good = false
+			}
+		}
+		if good && len(vals) == 0 {
+			l.errorf(n, path, "want at least one of %s, %s", ChallengeHTTP01, ChallengeTLSALPN01)
+			good = false
+		}
+		if !good {
+			bad()
+			return
+		}
+		a.Challenges = slices.Compact(slices.Sorted(slices.Values(vals)))
+	}}
+}
+
+// acmeCAVal decodes tls.acme.ca: an https:// URL.
+func (l *loader) acmeCAVal(a *ACME, bad func()) value {
+	return value{stringShape, func(n *yaml.Node, path string) {
+		if s, good := l.str(n, path); good {
+			if u, err := url.Parse(s); err != nil || u.Scheme != "https" || u.Host == "" {
+				l.errorf(n, path, "%q: want the https:// URL of an ACME directory", s)
+				bad()
+			} else {
+				a.CA = s
+			}
+		}
+	}}
 }
 
 // acmeDomains decodes tls.acme.domains: host names, lower-cased, each once.
