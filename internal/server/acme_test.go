@@ -22,6 +22,7 @@ import (
 
 	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/pebble"
+	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
 )
 
@@ -221,4 +222,65 @@ func writeCert(t *testing.T, dir, file, name string, usage x509.ExtKeyUsage) tls
 	}
 	leaf, _ := x509.ParseCertificate(der)
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+}
+
+// TestACMEFleetSharesValkey runs two rlproxy instances on one Valkey
+// (store and tls.acme storage): they obtain one certificate between them
+// — pebble creates one order — and both serve it.
+func TestACMEFleetSharesValkey(t *testing.T) {
+	httpPort, tlsPort := netutil.FreePort(t), netutil.FreePort(t)
+	pb := pebble.Start(t, pebble.Options{HTTPPort: httpPort, TLSPort: tlsPort})
+	srv := redisserver.Start(t)
+	t.Setenv("RLPROXY_TEST_ACME_SECRET", "fleet-secret-0123456789")
+	up := rlproxytest.NewUpstream(t)
+	// The first instance holds the ports pebble validates on; the second
+	// one's challenges, should it order, are answered by the first from
+	// the shared storage.
+	conf := func(listen, httpListen string) string {
+		return fmt.Sprintf(`
+listen: %q
+store: { type: valkey, valkey: { addrs: [%q] } }
+tls:
+  acme:
+    domains: [a.rlproxy.test]
+    ca: %s
+    ca_root: %s
+    storage: valkey
+    storage_secret_env: RLPROXY_TEST_ACME_SECRET
+    http_listen: %q
+    challenges: [http-01]
+upstreams:
+  app: { url: %s }
+routes:
+  - name: all
+    match: { path_prefix: / }
+    upstream: app
+`, listen, srv.Addr, pb.DirURL, pb.RootFile, httpListen, up.URL)
+	}
+	a := rlproxytest.Start(t, conf(fmt.Sprintf("127.0.0.1:%d", tlsPort), fmt.Sprintf("127.0.0.1:%d", httpPort)))
+	b := rlproxytest.Start(t, conf("127.0.0.1:0", netutil.FreeAddr(t)))
+	roots := pb.Roots(t)
+	serials := map[string]bool{}
+	for _, in := range []*rlproxytest.Instance{a, b} {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		err := netutil.Poll(ctx, nil, 100*time.Millisecond, func() error {
+			c, err := tls.Dial("tcp", in.App.Addr(), &tls.Config{ServerName: "a.rlproxy.test", RootCAs: roots, MinVersion: tls.VersionTLS12})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			serials[c.ConnectionState().PeerCertificates[0].SerialNumber.String()] = true
+			return nil
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: no certificate: %v", in.App.Addr(), err)
+		}
+	}
+	if len(serials) != 1 {
+		t.Errorf("the instances serve %d certificates, want one", len(serials))
+	}
+	if n := pb.Orders(); n != 1 {
+		t.Errorf("pebble created %d orders, want 1", n)
+	}
 }
