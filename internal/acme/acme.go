@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,9 +68,8 @@ type Manager struct {
 	challenge *tls.Config             // the config of TLS-ALPN-01 handshakes
 	derived   atomic.Pointer[derived] // the last base config and its ACME twin
 
-	ctx       context.Context // cancelled by Close: stops managing and retries
-	cancel    context.CancelFunc
-	hs        *http.Server // http_listen; nil without
+	cancel    context.CancelFunc // set by Start; stops managing and retries
+	hs        *http.Server       // http_listen; nil without
 	httpLn    net.Listener
 	closeOnce sync.Once
 }
@@ -183,8 +183,8 @@ func splitPort(addr string) (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	var port int
-	if _, err := fmt.Sscan(p, &port); err != nil || port <= 0 {
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 {
 		return "", 0, fmt.Errorf("acme: %q: no port", addr)
 	}
 	return host, port, nil
@@ -204,7 +204,8 @@ func (m *Manager) allowed(_ context.Context, name string) error {
 // storage when there, else ordered, retried with backoff on failure, and
 // renewed before they expire). Errors: http_listen cannot be bound.
 func (m *Manager) Start() error {
-	m.ctx, m.cancel = context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
 	if m.cfg.HTTPListen != "" {
 		ln, err := net.Listen("tcp", m.cfg.HTTPListen)
 		if err != nil {
@@ -229,7 +230,7 @@ func (m *Manager) Start() error {
 	if m.cfg.OnDemand {
 		return nil
 	}
-	if err := m.magic.ManageAsync(m.ctx, m.cfg.Domains); err != nil {
+	if err := m.magic.ManageAsync(ctx, m.cfg.Domains); err != nil {
 		// Only a problem before any ACME transaction (a bad name, a
 		// storage that cannot be read): logged, the listeners serve on.
 		m.opts.Log.Error("acme: managing certificates", "err", err.Error())
