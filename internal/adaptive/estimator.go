@@ -1,9 +1,16 @@
 // Package adaptive limits the requests in flight to one upstream by a
-// limit that follows the upstream's latency (a gradient estimator, as
-// Envoy's adaptive concurrency filter and Netflix concurrency-limits'
-// Gradient2), and queues the requests over it by priority class, fairly
-// across clients (deficit round robin), shedding the lowest class over its
-// share when the queue is full.
+// limit that follows what the upstream delivers, and queues the requests
+// over it by priority class, fairly across clients (deficit round robin),
+// shedding the lowest class over its share when the queue is full.
+//
+// The estimator is a delivery-rate one (Little's law, as TCP BBR's
+// bottleneck estimate): the upstream's concurrency is its best recent
+// throughput times its minimum latency to the response head. A latency
+// gradient (Envoy's adaptive concurrency filter, Netflix
+// concurrency-limits' Gradient2) was tried first and collapsed to its
+// floor on a CPU-starved host, where every latency drifts up while the
+// upstream has room; throughput and minimum latency, both filtered to
+// their best recent value, do not drift with it (docs/reference/overload.md).
 //
 // Time is injected: every method takes the instant it acts at, so tests
 // step a clock instead of sleeping. One Gate serves one upstream on one
@@ -21,39 +28,49 @@ const (
 	DefaultMax           = 1000
 	DefaultInitial       = 10
 	DefaultWindow        = 100 * time.Millisecond
-	DefaultTolerance     = 0.1
-	DefaultSmoothing     = 0.5
+	DefaultTolerance     = 0.2
 	DefaultProbeInterval = 10 * time.Second
 	DefaultQueueTimeout  = 500 * time.Millisecond
-	// minSamples is how many latency samples close a window at the
-	// earliest: one sample's median is noise.
+
+	// minSamples is how many responses close a window at the earliest:
+	// one response's latency is noise.
 	minSamples = 5
-	// maxSamples bounds a window's samples (later ones overwrite at
-	// random places, keeping the median unbiased enough).
+	// maxSamples bounds a window's latency samples (later ones overwrite
+	// earlier ones in turn).
 	maxSamples = 512
-	// probeTimeout ends a minimum-latency probe that gathers no samples.
-	probeTimeout = time.Second
+	// rateWindows is how many windows the best throughput is kept for:
+	// after a capacity drop the limit follows within as many windows.
+	rateWindows = 10
+	// startupGrowth is the throughput growth a startup window must show
+	// (BBR's 25 %), startupStalls how many in a row without it end startup.
+	startupGrowth = 1.25
+	startupStalls = 3
 )
+
+// gains is the steady state's cycle of limit gains over the estimated
+// concurrency, one window each (BBR's ProbeBW): a window at 5/4 finds
+// capacity the upstream gained, one at 3/4 drains the queue the probe
+// built (and shows the minimum latency again), six cruise at
+// 1 + Tolerance (the cruise gain replaces the 1 here).
+var gains = [...]float64{1.25, 0.75, 1, 1, 1, 1, 1, 1}
 
 // Config is one upstream's adaptive_concurrency (config.AdaptiveConcurrency).
 type Config struct {
 	// Min and Max bound the limit (requests in flight); 1 ≤ Min ≤ Max.
 	Min, Max int
-	// Initial is the limit a new Gate starts at, in [Min, Max].
+	// Initial is the limit a new Gate starts at, in [Min, Max]; startup
+	// doubles it each window while throughput grows.
 	Initial int
-	// Window is how often the limit is recomputed from the latencies
-	// measured since the last time (at least minSamples of them).
+	// Window is how often the limit is recomputed (once at least
+	// minSamples responses were measured in it).
 	Window time.Duration
-	// Tolerance is how much slower than the minimum latency (a fraction:
-	// 0.1 = 10 %) the median may be before the limit shrinks; the limit
-	// settles near (1 + Tolerance) × the upstream's own concurrency.
+	// Tolerance is the cruising headroom over the estimated concurrency,
+	// a fraction (0.2 = 20 %): the proxy holds a slot a little longer
+	// than the upstream works on the request.
 	Tolerance float64
-	// Smoothing in (0, 1] is how far each window moves the limit towards
-	// its new value (1 = all the way).
-	Smoothing float64
-	// ProbeInterval is how often the limit drops to Min for one window to
-	// measure the upstream's minimum latency afresh (Envoy's min RTT
-	// recalculation): a stale minimum would let the limit creep up.
+	// ProbeInterval is how long a minimum latency is trusted: the
+	// minimum is taken over the windows of the last ProbeInterval, so a
+	// slower upstream is believed after it.
 	ProbeInterval time.Duration
 	// QueueTimeout is the longest a request waits for a slot (bounded
 	// further by server.max_wait); the queue holds what drains in it.
@@ -62,137 +79,138 @@ type Config struct {
 	Shadow bool
 }
 
-// Estimator computes a concurrency limit from latency samples. It is not
-// safe for concurrent use: Gate holds its lock around every call.
-type Estimator struct {
-	cfg       Config
-	limit     float64
-	minRTT    time.Duration // 0 until the first window closes
-	rtt       time.Duration // the last window's median (0 before one closed)
-	slowStart bool          // doubling each window until latency rises
-	samples   []time.Duration
-	seen      int // samples offered this window (≥ len(samples))
-	peak      int // most requests in flight this window
-	start     time.Time
-	nextProbe time.Time
-	probing   bool
-	saved     float64 // the limit before a probe
+// rttAt is one window's median latency and when it closed.
+type rttAt struct {
+	at  time.Time
+	rtt time.Duration
 }
 
-// NewEstimator returns an estimator at cfg.Initial, in slow start, whose
+// Estimator computes a concurrency limit from the responses of one
+// upstream. It is not safe for concurrent use: Gate holds its lock
+// around every call.
+type Estimator struct {
+	cfg     Config
+	limit   float64
+	bdp     float64 // estimated concurrency: best rate × minimum latency
+	samples []time.Duration
+	seen    int // responses this window (≥ len(samples))
+	peak    int // most requests in flight at an admission this window
+	start   time.Time
+
+	rates    [rateWindows]float64 // delivery rates (responses/s) of the last windows not app-limited
+	nextRate int
+	rtts     []rttAt // medians of the windows of the last ProbeInterval
+	minRTT   time.Duration
+	rtt      time.Duration // the last window's median
+
+	startup bool
+	best    float64 // startup: the best rate when it last grew by startupGrowth
+	stalls  int
+	cycle   int // steady state: index in gains
+}
+
+// NewEstimator returns an estimator at cfg.Initial, in startup, whose
 // first window opens at now.
 func NewEstimator(cfg Config, now time.Time) *Estimator {
-	return &Estimator{cfg: cfg, limit: float64(cfg.Initial), slowStart: true,
-		samples: make([]time.Duration, 0, maxSamples), start: now, nextProbe: now.Add(cfg.ProbeInterval)}
+	return &Estimator{cfg: cfg, limit: float64(cfg.Initial), startup: true,
+		samples: make([]time.Duration, 0, maxSamples), start: now}
 }
 
-// Limit returns the requests that may be in flight now: Min during a
-// probe, else the estimate rounded down, never below Min.
-func (e *Estimator) Limit() int {
-	if e.probing {
-		return e.cfg.Min
-	}
-	return max(int(e.limit), e.cfg.Min)
-}
+// Limit returns the requests that may be in flight now: the estimate
+// rounded down, never below Min.
+func (e *Estimator) Limit() int { return max(int(e.limit), e.cfg.Min) }
 
-// Estimate returns the estimate itself (requests, fractional), which a
-// probe does not change.
-func (e *Estimator) Estimate() float64 {
-	if e.probing {
-		return e.saved
-	}
-	return e.limit
-}
+// Estimate returns the estimated concurrency of the upstream (requests,
+// fractional; 0 before the first window closed).
+func (e *Estimator) Estimate() float64 { return e.bdp }
 
-// MinRTT returns the minimum latency measured (0 before the first window).
+// MinRTT returns the minimum latency of the last ProbeInterval (0 before
+// the first window closed).
 func (e *Estimator) MinRTT() time.Duration { return e.minRTT }
 
-// RTT returns the last window's median latency (0 before the first window).
+// RTT returns the last window's median latency (0 before one closed).
 func (e *Estimator) RTT() time.Duration { return e.rtt }
 
-// Sample records one response's latency (time to its head) at now;
-// inflight is how many requests were in flight when it was admitted,
-// itself included. During a probe only requests admitted at or under Min
-// count: the others queued behind the load the probe is draining. It
-// reports whether the limit changed.
+// Sample records one response's latency to its head at now; inflight is
+// how many requests were in flight when it was admitted, itself
+// included. It reports whether the limit changed.
 func (e *Estimator) Sample(rtt time.Duration, inflight int, now time.Time) bool {
-	if !e.probing || inflight <= e.cfg.Min {
-		e.peak = max(e.peak, inflight)
-		if len(e.samples) < maxSamples {
-			e.samples = append(e.samples, rtt)
-		} else {
-			e.samples[e.seen%maxSamples] = rtt
-		}
-		e.seen++
+	e.peak = max(e.peak, inflight)
+	if len(e.samples) < maxSamples {
+		e.samples = append(e.samples, rtt)
+	} else {
+		e.samples[e.seen%maxSamples] = rtt
 	}
+	e.seen++
 	return e.Tick(now)
 }
 
-// Tick closes the window if it is over at now and recomputes the limit;
-// it reports whether the limit changed. A probe that gathered nothing for
-// probeTimeout ends without a new minimum.
+// Tick closes the window if it is over at now and has minSamples
+// responses, and recomputes the limit; it reports whether the limit
+// changed.
 func (e *Estimator) Tick(now time.Time) bool {
-	if now.Sub(e.start) < e.cfg.Window {
-		return false
-	}
-	if len(e.samples) < minSamples {
-		if e.probing && now.Sub(e.start) >= probeTimeout {
-			e.endProbe(now, 0)
-			return true
-		}
+	elapsed := now.Sub(e.start)
+	if elapsed < e.cfg.Window || e.seen < minSamples {
 		return false
 	}
 	before := e.Limit()
 	rtt := median(e.samples)
-	peak := e.peak
-	e.rtt = rtt
+	// A window whose requests never filled the limit measured the load,
+	// not the upstream: its rate is not kept (BBR's app-limited rule).
+	if e.peak >= before {
+		e.rates[e.nextRate%rateWindows] = float64(e.seen) / elapsed.Seconds()
+		e.nextRate++
+	}
 	e.samples, e.seen, e.peak, e.start = e.samples[:0], 0, 0, now
-	if e.probing {
-		e.endProbe(now, rtt)
-		return e.Limit() != before
-	}
-	e.update(rtt, peak)
-	if !e.cfg.Shadow && !now.Before(e.nextProbe) {
-		e.probing, e.saved = true, e.limit
-	}
+	e.rtt = rtt
+	e.noteRTT(rtt, now)
+	e.update()
 	return e.Limit() != before
 }
 
-// endProbe restores the limit a probe saved and takes rtt (if any) as
-// the new minimum latency.
-func (e *Estimator) endProbe(now time.Time, rtt time.Duration) {
-	e.probing, e.limit = false, e.saved
-	if rtt > 0 {
-		e.minRTT = rtt
-	}
-	e.samples, e.seen, e.peak, e.start = e.samples[:0], 0, 0, now
-	e.nextProbe = now.Add(e.cfg.ProbeInterval)
-}
-
-// update moves the limit by the gradient (1 + Tolerance) × minRTT / rtt,
-// clamped to [0.5, 2] as Envoy's; in slow start it doubles while the
-// median stays within tolerance. A window whose requests never reached
-// half the limit (the load, not the upstream, was the bound) does not
-// raise it, as Gradient2's app-limited rule.
-func (e *Estimator) update(rtt time.Duration, peak int) {
-	if e.minRTT == 0 || rtt < e.minRTT {
-		e.minRTT = rtt
-	}
-	target := float64(e.minRTT) * (1 + e.cfg.Tolerance)
-	gradient := min(max(target/float64(rtt), 0.5), 2)
-	next := e.limit * gradient
-	if e.slowStart {
-		if float64(rtt) <= target {
-			next = e.limit * 2
-		} else {
-			e.slowStart = false
+// noteRTT adds a window's median to the minimum filter and drops those
+// older than ProbeInterval.
+func (e *Estimator) noteRTT(rtt time.Duration, now time.Time) {
+	keep := e.rtts[:0]
+	for _, r := range e.rtts {
+		if now.Sub(r.at) < e.cfg.ProbeInterval {
+			keep = append(keep, r)
 		}
 	}
-	if next > e.limit && float64(peak) < e.limit/2 {
+	e.rtts = append(keep, rttAt{at: now, rtt: rtt})
+	e.minRTT = rtt
+	for _, r := range e.rtts {
+		e.minRTT = min(e.minRTT, r.rtt)
+	}
+}
+
+// update sets the limit from the best kept rate and the minimum latency:
+// twice the estimate in startup, the gain cycle's share of it after.
+func (e *Estimator) update() {
+	rate := 0.0
+	for _, r := range e.rates {
+		rate = max(rate, r)
+	}
+	if rate == 0 { // nothing but app-limited windows yet
 		return
 	}
-	if !e.slowStart {
-		next = e.limit + (next-e.limit)*e.cfg.Smoothing
+	e.bdp = rate * e.minRTT.Seconds()
+	var next float64
+	if e.startup {
+		if rate >= e.best*startupGrowth {
+			e.best, e.stalls = rate, 0
+		} else if e.stalls++; e.stalls >= startupStalls {
+			e.startup = false
+		}
+		next = 2 * e.bdp
+	}
+	if !e.startup {
+		g := gains[e.cycle%len(gains)]
+		if g == 1 {
+			g += e.cfg.Tolerance
+		}
+		e.cycle++
+		next = g * e.bdp
 	}
 	e.limit = min(max(next, float64(e.cfg.Min)), float64(e.cfg.Max))
 }

@@ -5,65 +5,81 @@ import (
 	"time"
 )
 
-// window is one estimator step: samples of rtt ms from requests admitted
-// at inflight, the last one at ms (closing the window), and the limit
-// and estimate that must follow.
+// window is one estimator window of 100 ms: n responses of rtt ms from
+// requests admitted at inflight, the last closing the window, and the
+// limit and estimated concurrency that must follow.
 type window struct {
-	at, rtt, inflight int
-	limit             int
-	estimate          float64
+	n, rtt, inflight int
+	limit            int
+	estimate         float64
 }
 
-func runWindows(t *testing.T, e *Estimator, t0 time.Time, steps []window) {
+// runWindows feeds steps one window each, the first opening at *at.
+func runWindows(t *testing.T, e *Estimator, at *time.Time, steps []window) {
 	t.Helper()
 	for i, s := range steps {
-		for j := range minSamples {
-			e.Sample(time.Duration(s.rtt)*time.Millisecond, s.inflight, t0.Add(time.Duration(s.at-10+j)*time.Millisecond))
+		for j := range s.n {
+			ts := at.Add(time.Duration(j+1) * 100 * time.Millisecond / time.Duration(s.n))
+			e.Sample(time.Duration(s.rtt)*time.Millisecond, s.inflight, ts)
 		}
-		e.Sample(time.Duration(s.rtt)*time.Millisecond, s.inflight, t0.Add(time.Duration(s.at)*time.Millisecond))
-		if got, est := e.Limit(), e.Estimate(); got != s.limit || (est-s.estimate) > 1e-9 || (s.estimate-est) > 1e-9 {
-			t.Fatalf("step %d (t=%d ms, rtt %d ms): limit %d, estimate %.4f; want %d, %.4f", i, s.at, s.rtt, got, est, s.limit, s.estimate)
+		*at = at.Add(100 * time.Millisecond)
+		if got, est := e.Limit(), e.Estimate(); got != s.limit || !near(est, s.estimate) {
+			t.Fatalf("step %d (%d responses, rtt %d ms): limit %d, estimate %.4f; want %d, %.4f", i, s.n, s.rtt, got, est, s.limit, s.estimate)
 		}
 	}
 }
 
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
 func testConfig() Config {
-	return Config{Min: 1, Max: 20, Initial: 4, Window: 100 * time.Millisecond, Tolerance: 0.1,
-		Smoothing: 1, ProbeInterval: time.Hour, QueueTimeout: time.Second}
+	return Config{Min: 1, Max: 50, Initial: 4, Window: 100 * time.Millisecond, Tolerance: 0.2,
+		ProbeInterval: 10 * time.Second, QueueTimeout: time.Second}
 }
 
+// TestEstimatorSteps: an upstream of 8 workers × 20 ms (400 r/s), then
+// 4 workers. Each window's responses are what the limit lets through.
 func TestEstimatorSteps(t *testing.T) {
-	t0 := time.Unix(1_700_000_000, 0)
-	e := NewEstimator(testConfig(), t0)
-	runWindows(t, e, t0, []window{
-		{at: 100, rtt: 20, inflight: 4, limit: 8, estimate: 8},        // slow start doubles
-		{at: 200, rtt: 20, inflight: 8, limit: 16, estimate: 16},      // and again
-		{at: 300, rtt: 40, inflight: 16, limit: 8, estimate: 8.8},     // latency rose: 16 × 22/40, slow start over
-		{at: 400, rtt: 20, inflight: 8, limit: 9, estimate: 9.68},     // × 1.1 at the minimum
-		{at: 500, rtt: 20, inflight: 2, limit: 9, estimate: 9.68},     // app-limited: not raised
-		{at: 600, rtt: 100, inflight: 9, limit: 4, estimate: 4.84},    // gradient floored at 0.5
-		{at: 700, rtt: 22, inflight: 4, limit: 4, estimate: 4.84},     // at the target exactly: unchanged
-		{at: 800, rtt: 11, inflight: 4, limit: 5, estimate: 5.324},    // faster than ever: the new minimum, × 1.1
-		{at: 900, rtt: 1000, inflight: 5, limit: 2, estimate: 2.662},  // gradient floored at 0.5
-		{at: 1000, rtt: 1000, inflight: 2, limit: 1, estimate: 1.331}, //
-		{at: 1100, rtt: 1000, inflight: 1, limit: 1, estimate: 1},     // the floor
+	at := time.Unix(1_700_000_000, 0)
+	e := NewEstimator(testConfig(), at)
+	runWindows(t, e, &at, []window{
+		{n: 20, rtt: 20, inflight: 4, limit: 8, estimate: 4},   // 200 r/s × 20 ms: startup doubles
+		{n: 40, rtt: 20, inflight: 8, limit: 16, estimate: 8},  // 400 r/s: grew ≥ 25 %
+		{n: 40, rtt: 40, inflight: 16, limit: 16, estimate: 8}, // capacity: no growth (1)
+		{n: 40, rtt: 40, inflight: 16, limit: 16, estimate: 8}, // (2)
+		{n: 40, rtt: 40, inflight: 16, limit: 10, estimate: 8}, // (3): startup over; probe at 5/4
+		{n: 40, rtt: 25, inflight: 10, limit: 6, estimate: 8},  // drain at 3/4
+		{n: 30, rtt: 20, inflight: 6, limit: 9, estimate: 8},   // cruise at 1.2: 9.6
+		{n: 20, rtt: 40, inflight: 50, limit: 9, estimate: 8},  // 4 workers from here: 200 r/s
+		{n: 20, rtt: 40, inflight: 50, limit: 9, estimate: 8},  // the best rate of 10 windows holds
+		{n: 20, rtt: 40, inflight: 50, limit: 9, estimate: 8},  //
+		{n: 20, rtt: 40, inflight: 50, limit: 9, estimate: 8},  //
+		{n: 20, rtt: 40, inflight: 50, limit: 9, estimate: 8},  //
+		{n: 20, rtt: 40, inflight: 50, limit: 10, estimate: 8}, // probe
+		{n: 20, rtt: 40, inflight: 50, limit: 6, estimate: 8},  // drain
+		{n: 20, rtt: 40, inflight: 50, limit: 9, estimate: 8},  // the last 400 r/s window leaves
+		{n: 20, rtt: 40, inflight: 50, limit: 7, estimate: 6},  // 300 r/s (the drain window's) is the best
+		{n: 20, rtt: 40, inflight: 50, limit: 4, estimate: 4},  // 200 r/s × 20 ms: 4.8
+		{n: 20, rtt: 20, inflight: 50, limit: 4, estimate: 4},  //
 	})
 }
 
-func TestEstimatorCeilingAndSmoothing(t *testing.T) {
-	t0 := time.Unix(1_700_000_000, 0)
-	cfg := testConfig()
-	cfg.Smoothing = 0.5
-	e := NewEstimator(cfg, t0)
-	runWindows(t, e, t0, []window{
-		{at: 100, rtt: 10, inflight: 4, limit: 8, estimate: 8},      // slow start is not smoothed
-		{at: 200, rtt: 10, inflight: 8, limit: 16, estimate: 16},    //
-		{at: 300, rtt: 10, inflight: 16, limit: 20, estimate: 20},   // the ceiling
-		{at: 400, rtt: 20, inflight: 20, limit: 15, estimate: 15.5}, // 20 × 11/20 = 11, half way: 15.5
-		{at: 500, rtt: 20, inflight: 15, limit: 12, estimate: 12.0125},
+// TestEstimatorAppLimited: a window whose requests never filled the
+// limit keeps no rate: the limit stays where the load left it.
+func TestEstimatorAppLimited(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	e := NewEstimator(testConfig(), at)
+	runWindows(t, e, &at, []window{
+		{n: 5, rtt: 20, inflight: 2, limit: 4, estimate: 0},  // app-limited: nothing kept
+		{n: 20, rtt: 20, inflight: 4, limit: 8, estimate: 4}, // full: startup doubles
+		{n: 5, rtt: 20, inflight: 3, limit: 8, estimate: 4},  // app-limited again: the rate of 200 holds
 	})
+	if e.MinRTT() != 20*time.Millisecond {
+		t.Fatalf("min latency %v, want 20ms", e.MinRTT())
+	}
 }
 
+// TestEstimatorWindowNeedsSamples: a window closes on its time and
+// minSamples responses, whichever comes last.
 func TestEstimatorWindowNeedsSamples(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	e := NewEstimator(testConfig(), t0)
@@ -71,53 +87,57 @@ func TestEstimatorWindowNeedsSamples(t *testing.T) {
 		e.Sample(20*time.Millisecond, 4, t0.Add(time.Duration(200+i)*time.Millisecond))
 	}
 	if e.Limit() != 4 || e.MinRTT() != 0 {
-		t.Fatalf("a window of %d samples closed: limit %d, min %v", minSamples-1, e.Limit(), e.MinRTT())
+		t.Fatalf("a window of %d responses closed: limit %d, min %v", minSamples-1, e.Limit(), e.MinRTT())
 	}
-	e.Sample(20*time.Millisecond, 4, t0.Add(300*time.Millisecond))
-	if e.Limit() != 8 || e.MinRTT() != 20*time.Millisecond {
-		t.Fatalf("limit %d, min %v; want 8, 20ms", e.Limit(), e.MinRTT())
+	e.Sample(20*time.Millisecond, 4, t0.Add(250*time.Millisecond))
+	// 5 responses in 250 ms: 20 r/s × 20 ms = 0.4, doubled: below min.
+	if e.Limit() != 1 || e.MinRTT() != 20*time.Millisecond || !near(e.Estimate(), 0.4) {
+		t.Fatalf("limit %d, min %v, estimate %v; want 1, 20ms, 0.4", e.Limit(), e.MinRTT(), e.Estimate())
 	}
 }
 
-func TestEstimatorProbe(t *testing.T) {
-	t0 := time.Unix(1_700_000_000, 0)
+// TestEstimatorMinLatencyExpires: a minimum older than ProbeInterval is
+// forgotten, so an upstream that became slower is believed.
+func TestEstimatorMinLatencyExpires(t *testing.T) {
 	cfg := testConfig()
 	cfg.ProbeInterval = 250 * time.Millisecond
-	cfg.Min = 2
-	e := NewEstimator(cfg, t0)
-	runWindows(t, e, t0, []window{
-		{at: 100, rtt: 20, inflight: 4, limit: 8, estimate: 8},
-		{at: 200, rtt: 20, inflight: 8, limit: 16, estimate: 16},
-		{at: 300, rtt: 24, inflight: 16, limit: 2, estimate: 14.666666666666666}, // 16 × 22/24; the probe starts: limit = min
+	at := time.Unix(1_700_000_000, 0)
+	e := NewEstimator(cfg, at)
+	runWindows(t, e, &at, []window{
+		{n: 20, rtt: 20, inflight: 4, limit: 8, estimate: 4},
+		{n: 20, rtt: 40, inflight: 8, limit: 8, estimate: 4},  // 200 r/s × min 20 ms
+		{n: 20, rtt: 40, inflight: 8, limit: 8, estimate: 4},  //
+		{n: 20, rtt: 40, inflight: 8, limit: 10, estimate: 8}, // the 20 ms window is 300 ms old: 200 r/s × 40 ms; startup over (no growth thrice): probe at 5/4
 	})
-	// Requests admitted above min during the probe do not count.
-	for i := range 10 {
-		e.Sample(50*time.Millisecond, 3, t0.Add(time.Duration(400+i)*time.Millisecond))
-	}
-	if e.Limit() != 2 {
-		t.Fatalf("probe ended on samples of requests admitted above min: limit %d", e.Limit())
-	}
-	for i := range minSamples {
-		e.Sample(30*time.Millisecond, 2, t0.Add(time.Duration(410+i)*time.Millisecond))
-	}
-	if e.Limit() != 14 || e.MinRTT() != 30*time.Millisecond {
-		t.Fatalf("after the probe: limit %d, min %v; want 14 (restored), 30ms (the new minimum)", e.Limit(), e.MinRTT())
-	}
-	// A probe that gathers nothing ends after probeTimeout, the minimum kept.
-	runWindows(t, e, t0, []window{{at: 700, rtt: 33, inflight: 14, limit: 2, estimate: 14.666666666666666}})
-	e.Tick(t0.Add(700*time.Millisecond + probeTimeout))
-	if e.Limit() != 14 || e.MinRTT() != 30*time.Millisecond {
-		t.Fatalf("after an empty probe: limit %d, min %v; want 14, 30ms", e.Limit(), e.MinRTT())
+}
+
+// TestEstimatorFollowsCapacity: against a simulated upstream of c
+// workers × 20 ms (a response per worker per 20 ms, latency growing with
+// the queue), the limit comes within ±25 % of c within 50 windows (5 s)
+// when c halves and when it is restored.
+func TestEstimatorFollowsCapacity(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	e := NewEstimator(testConfig(), at)
+	for _, c := range []int{8, 4, 8, 16, 8} {
+		for w := 0; ; w++ {
+			if w == 50 {
+				t.Fatalf("capacity %d: limit %d after 50 windows", c, e.Limit())
+			}
+			l := e.Limit()
+			busy := min(l, c)
+			rtt := 20 * max(l, c) / c
+			runWindows1(e, &at, 5*busy, rtt, l)
+			if lo, hi := 0.75*float64(c), 1.25*float64(c); float64(e.Limit()) >= lo && float64(e.Limit()) <= hi {
+				break
+			}
+		}
 	}
 }
 
-func TestEstimatorShadowNeverProbes(t *testing.T) {
-	t0 := time.Unix(1_700_000_000, 0)
-	cfg := testConfig()
-	cfg.ProbeInterval, cfg.Shadow = time.Millisecond, true
-	e := NewEstimator(cfg, t0)
-	runWindows(t, e, t0, []window{
-		{at: 100, rtt: 20, inflight: 4, limit: 8, estimate: 8},
-		{at: 200, rtt: 20, inflight: 8, limit: 16, estimate: 16},
-	})
+// runWindows1 feeds one window of n responses without checking.
+func runWindows1(e *Estimator, at *time.Time, n, rtt, inflight int) {
+	for j := range n {
+		e.Sample(time.Duration(rtt)*time.Millisecond, inflight, at.Add(time.Duration(j+1)*100*time.Millisecond/time.Duration(n)))
+	}
+	*at = at.Add(100 * time.Millisecond)
 }

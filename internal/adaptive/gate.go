@@ -72,16 +72,18 @@ func NewGate(upstream string, cfg Config, classes []Class, now time.Time) *Gate 
 type Ticket struct {
 	g        *Gate
 	class    int
-	inflight int // in flight at admission, itself included
+	inflight int       // in flight at admission, itself included
+	start    time.Time // admission
 }
 
 // Held reports whether t holds a slot.
 func (t Ticket) Held() bool { return t.g != nil }
 
-// Done frees t's slot at now, with the response's latency to its head
-// when sample is true (false for a failure or a stream), and admits
-// waiting requests into the freed slots.
-func (t Ticket) Done(rtt time.Duration, sample bool, now time.Time) {
+// Done frees t's slot at now, the end of its response, and admits
+// waiting requests into the freed slots. sample says whether the time
+// the slot was held is a latency sample: false for a failure (no
+// response) or a stream (its length is the client's, not the upstream's).
+func (t Ticket) Done(sample bool, now time.Time) {
 	g := t.g
 	if g == nil {
 		return
@@ -91,11 +93,11 @@ func (t Ticket) Done(rtt time.Duration, sample bool, now time.Time) {
 	g.inflight--
 	g.byClass[t.class].inflight--
 	if sample {
-		g.est.Sample(rtt, t.inflight, now)
+		g.est.Sample(now.Sub(t.start), t.inflight, now)
 	} else {
 		g.est.Tick(now)
 	}
-	g.dispatch()
+	g.dispatch(now)
 }
 
 // Acquire waits for a slot for a request of class from client (its key:
@@ -105,7 +107,7 @@ func (t Ticket) Done(rtt time.Duration, sample bool, now time.Time) {
 func (g *Gate) Acquire(ctx context.Context, class int, client []byte, w Waiting, now time.Time) (Ticket, Outcome, int64) {
 	g.mu.Lock()
 	if g.cfg.Shadow || g.inflight < g.est.Limit() && g.queued == 0 {
-		t := g.admit(class)
+		t := g.admit(class, now)
 		g.mu.Unlock()
 		return t, Admitted, 0
 	}
@@ -138,7 +140,7 @@ func (g *Gate) wait(ctx context.Context, wt *waiter, bound time.Duration) (Ticke
 	defer g.recycle(wt)
 	switch {
 	case wt.state == admitted:
-		return Ticket{g: g, class: wt.class, inflight: wt.inflight}, Admitted, 0
+		return Ticket{g: g, class: wt.class, inflight: wt.inflight, start: wt.start}, Admitted, 0
 	case wt.state == queued: // its time ran out, or the client left
 		g.remove(wt)
 		if ctx.Err() != nil {
@@ -149,11 +151,11 @@ func (g *Gate) wait(ctx context.Context, wt *waiter, bound time.Duration) (Ticke
 	return Ticket{}, Shed, g.retryAfter()
 }
 
-// admit takes a slot for class. Caller holds g.mu.
-func (g *Gate) admit(class int) Ticket {
+// admit takes a slot for class at now. Caller holds g.mu.
+func (g *Gate) admit(class int, now time.Time) Ticket {
 	g.inflight++
 	g.byClass[class].inflight++
-	return Ticket{g: g, class: class, inflight: g.inflight}
+	return Ticket{g: g, class: class, inflight: g.inflight, start: now}
 }
 
 // capacity is how many requests the queue holds: what drains within
@@ -234,16 +236,16 @@ func (w Waiting) take() bool {
 	return true
 }
 
-// dispatch admits waiting requests while slots are free: first the
+// dispatch admits waiting requests at now while slots are free: first the
 // highest class under its guaranteed share, else the highest class
 // waiting (an idle class's share goes to the others). Caller holds g.mu.
-func (g *Gate) dispatch() {
+func (g *Gate) dispatch(now time.Time) {
 	for g.queued > 0 && g.inflight < g.est.Limit() {
 		c := g.nextClass()
 		wt := g.byClass[c].pop()
 		g.queued--
-		t := g.admit(c)
-		wt.state, wt.inflight = admitted, t.inflight
+		t := g.admit(c, now)
+		wt.state, wt.inflight, wt.start = admitted, t.inflight, now
 		wt.ready <- struct{}{}
 	}
 }

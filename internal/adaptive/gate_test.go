@@ -11,7 +11,7 @@ var gateT0 = time.Unix(1_700_000_000, 0)
 
 // fixedGate is a gate whose limit stays n (min = max = initial).
 func fixedGate(n int, classes ...Class) *Gate {
-	cfg := Config{Min: n, Max: n, Initial: n, Window: time.Hour, Tolerance: 0.1, Smoothing: 1,
+	cfg := Config{Min: n, Max: n, Initial: n, Window: time.Hour, Tolerance: 0.1,
 		ProbeInterval: time.Hour, QueueTimeout: time.Hour}
 	g := NewGate("up", cfg, classes, gateT0)
 	g.est.rtt = time.Millisecond // a queue of an hour's drain: never full
@@ -76,7 +76,7 @@ func take(t *testing.T, g *Gate, class int, client string) Ticket {
 // next frees one slot and returns who got it.
 func (a *arrival) next(t *testing.T, tk Ticket) (string, Ticket) {
 	t.Helper()
-	tk.Done(0, false, gateT0)
+	tk.Done(false, gateT0)
 	select {
 	case who := <-a.order:
 		return who, <-a.tickets
@@ -161,15 +161,15 @@ func TestGateShedsLowestClassOverShare(t *testing.T) {
 	if who, _ = a.next(t, t2); who != "h3" {
 		t.Fatalf("admitted %s, want h3", who)
 	}
-	t3.Done(0, false, gateT0)
+	t3.Done(false, gateT0)
 }
 
 func TestGateQueueBoundAndBudget(t *testing.T) {
-	cfg := Config{Min: 1, Max: 1, Initial: 1, Window: time.Hour, Tolerance: 0.1, Smoothing: 1,
+	cfg := Config{Min: 1, Max: 1, Initial: 1, Window: time.Hour, Tolerance: 0.1,
 		ProbeInterval: time.Hour, QueueTimeout: 20 * time.Millisecond}
 	g := NewGate("up", cfg, []Class{{Name: "all", Share: 1}}, gateT0)
 	tk := take(t, g, 0, "A")
-	defer tk.Done(0, false, gateT0)
+	defer tk.Done(false, gateT0)
 	var count atomic.Int64
 	budget := Waiting{Count: &count, Cap: 10, Max: time.Hour}
 	_, out, ra := g.Acquire(context.Background(), 0, []byte("B"), budget, gateT0)
@@ -194,7 +194,7 @@ func TestGateQueueBoundAndBudget(t *testing.T) {
 }
 
 func TestGateShadowNeverQueues(t *testing.T) {
-	cfg := Config{Min: 1, Max: 1, Initial: 1, Window: time.Hour, Tolerance: 0.1, Smoothing: 1,
+	cfg := Config{Min: 1, Max: 1, Initial: 1, Window: time.Hour, Tolerance: 0.1,
 		ProbeInterval: time.Hour, QueueTimeout: time.Hour, Shadow: true}
 	g := NewGate("up", cfg, []Class{{Name: "all", Share: 1}}, gateT0)
 	for range 5 {

@@ -1,5 +1,7 @@
 package adaptive
 
+import "time"
+
 // waiterState is where a waiting request stands.
 type waiterState uint8
 
@@ -14,7 +16,8 @@ type waiter struct {
 	ready      chan struct{} // one signal: admitted or evicted
 	class      int
 	state      waiterState
-	inflight   int // in flight when admitted, itself included
+	inflight   int       // in flight when admitted, itself included
+	start      time.Time // when admitted
 	client     *clientQueue
 	next, prev *waiter
 }

@@ -27,7 +27,7 @@ func (g *Gate) State(now time.Time) State {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.est.Tick(now)
-	g.dispatch()
+	g.dispatch(now)
 	s := State{Upstream: g.Upstream, Shadow: g.cfg.Shadow, Limit: g.est.Limit(), Estimate: g.est.Estimate(),
 		MinRTT: g.est.MinRTT(), RTT: g.est.RTT(), Classes: make([]ClassState, len(g.classes))}
 	for i, c := range g.classes {

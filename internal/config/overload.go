@@ -14,9 +14,8 @@ type AdaptiveConcurrency struct {
 	Min, Max      int           // bounds of the limit, requests (default 1, 1000)
 	Initial       int           // the limit at start (default 10, within [Min, Max])
 	Window        time.Duration // how often the limit is recomputed (default 100ms)
-	Tolerance     float64       // latency rise over the minimum tolerated, a fraction (default 0.1)
-	Smoothing     float64       // how far one window moves the limit, (0, 1] (default 0.5)
-	ProbeInterval time.Duration // how often the minimum latency is measured afresh (default 10s)
+	Tolerance     float64       // cruising headroom over the estimated concurrency, a fraction (default 0.2)
+	ProbeInterval time.Duration // how long a minimum latency is trusted (default 10s)
 	QueueTimeout  time.Duration // longest wait for a slot, within server.max_wait (default 500ms)
 	Shadow        bool          // compute and report the limit, never queue or shed
 }
@@ -36,13 +35,12 @@ const DefaultPriorityClass = "default"
 func (l *loader) adaptiveSection(u *Upstream) *section {
 	a := &AdaptiveConcurrency{}
 	return &section{optional: true, fields: []field{
-		{name: "min", def: "1", value: l.intVal(&a.Min, 1, 1_000_000), doc: "Lowest limit, requests in flight (also the limit while the minimum latency is probed)."},
+		{name: "min", def: "1", value: l.intVal(&a.Min, 1, 1_000_000), doc: "Lowest limit, requests in flight."},
 		{name: "max", def: "1000", value: l.intVal(&a.Max, 1, 1_000_000), doc: "Highest limit, requests in flight."},
-		{name: "initial", def: "10", value: l.intVal(&a.Initial, 1, 1_000_000), doc: "Limit at start, within [min, max]; it doubles each window until latency rises (slow start)."},
-		{name: "window", def: "100ms", value: l.durationVal(&a.Window, false), doc: "How often the limit is recomputed from the median latency to the response head (at least 5 responses)."},
-		{name: "tolerance", def: "0.1", value: l.ratioVal(&a.Tolerance), doc: "How much above the minimum latency (a fraction) the median may rise before the limit shrinks."},
-		{name: "smoothing", def: "0.5", value: l.ratioVal(&a.Smoothing), doc: "How far, in (0, 1], one window moves the limit towards its new value."},
-		{name: "probe_interval", def: "10s", value: l.durationVal(&a.ProbeInterval, false), doc: "How often the limit drops to min for one window to measure the minimum latency afresh."},
+		{name: "initial", def: "10", value: l.intVal(&a.Initial, 1, 1_000_000), doc: "Limit at start, within [min, max]; it doubles each window while throughput grows (slow start)."},
+		{name: "window", def: "100ms", value: l.durationVal(&a.Window, false), doc: "How often the limit is recomputed from the throughput and the median latency to the response head (at least 5 responses)."},
+		{name: "tolerance", def: "0.2", value: l.ratioVal(&a.Tolerance), doc: "Cruising headroom over the estimated concurrency (best throughput × minimum latency), a fraction in (0, 1]."},
+		{name: "probe_interval", def: "10s", value: l.durationVal(&a.ProbeInterval, false), doc: "How long a minimum latency is trusted: the minimum is over the windows of this last span."},
 		{name: "queue_timeout", def: "500ms", value: l.durationVal(&a.QueueTimeout, false), doc: "Longest a request waits for a slot (and at most server.max_wait); past it, 503 overloaded."},
 		{name: "shadow", def: "false", value: l.boolVal(&a.Shadow), doc: "Compute and report the limit but never queue or shed."},
 	}, pre: func(object) { u.Adaptive = a }, check: func(o object) {

@@ -37,7 +37,7 @@ func newGates(cfg *config.Config, now time.Time) map[string]*adaptive.Gate {
 	for name, u := range cfg.Upstreams {
 		if a := u.Adaptive; a != nil {
 			gates[name] = adaptive.NewGate(name, adaptive.Config{Min: a.Min, Max: a.Max, Initial: a.Initial,
-				Window: a.Window, Tolerance: a.Tolerance, Smoothing: a.Smoothing, ProbeInterval: a.ProbeInterval,
+				Window: a.Window, Tolerance: a.Tolerance, ProbeInterval: a.ProbeInterval,
 				QueueTimeout: a.QueueTimeout, Shadow: a.Shadow}, classes, now)
 		}
 	}
@@ -137,16 +137,16 @@ func (s *Server) acquireSlot(rc *record, w http.ResponseWriter, r *http.Request,
 	return t, false
 }
 
-// finishSlot frees t once r's response is over, with the latency to the
-// response head as the gate's sample: the last attempt's (retries held
-// the slot too), none for a failure or an event stream (its head comes
-// early and says nothing of the load).
+// finishSlot frees t once r's response is over. The time the slot was
+// held (retries included) is the gate's latency sample, unless no
+// response came (a failure) or it is an event stream (its length is the
+// client's, not the upstream's).
 func finishSlot(rc *record, t adaptive.Ticket) {
 	if !t.Held() {
 		return
 	}
 	sample := rc.up.Status != 0 && !strings.HasPrefix(rc.Header().Get("Content-Type"), "text/event-stream")
-	t.Done(rc.up.Duration, sample, time.Now())
+	t.Done(sample, time.Now())
 }
 
 // Overload returns the figures of every upstream's adaptive gate at now,

@@ -1,0 +1,207 @@
+package e2e
+
+// Overload: an upstream of fixed capacity (8 workers × 20 ms, 400 r/s)
+// behind rlproxy with adaptive_concurrency, loaded open-loop at three
+// times its capacity by three priority classes. RLPROXY_OVERLOAD_SECONDS
+// lengthens the measured run (scripts/overload.sh).
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"rlproxy/internal/testutil/overload"
+	"rlproxy/internal/testutil/rlproxytest"
+)
+
+const (
+	overloadWorkers = 8
+	overloadService = 20 * time.Millisecond
+	overloadCap     = float64(overloadWorkers) / 0.020 // r/s
+)
+
+// overloadConfig: plans map credentials to three classes with shares
+// 0.7, 0.2 and 0.1 of the upstream's adaptive limit.
+const overloadConfig = `
+server:
+  max_connections_per_client: 0
+  priority_classes: [{ name: critical, share: 0.7 }, { name: normal, share: 0.2 }, { name: batch, share: 0.1 }]
+upstreams:
+  app:
+    url: %q
+    adaptive_concurrency: { min: 2, max: 200, initial: 4 }
+policies:
+  roomy: { algorithm: fixed_window, limit: 1000000, window: 1s }
+plans:
+  tiers:
+    key: header:X-API-Key
+    plans: { gold: [roomy], silver: [roomy], free: [roomy] }
+    default: free
+    keys: { g1: gold, s1: silver, heavy: free, light: free }
+    priority: { gold: critical, silver: normal, free: batch }
+routes: [{ name: api, upstream: app, plan: tiers }]
+`
+
+// overloadMix is request i of the load: 20 % gold (critical), 30 %
+// silver (normal), 50 % free (batch), the free ones 4 to 1 from a heavy
+// and a light client.
+func overloadMix(i int) overload.Request {
+	key, class := "light", "batch"
+	switch i % 10 {
+	case 0, 1:
+		key, class = "g1", "critical"
+	case 2, 3, 4:
+		key, class = "s1", "normal"
+	case 5, 6, 7, 8:
+		key = "heavy"
+	}
+	return overload.Request{Path: "/", Header: http.Header{"X-Api-Key": {key}}, Class: class, Client: key}
+}
+
+// overloadSeconds is the measured run: 3 s, or RLPROXY_OVERLOAD_SECONDS.
+func overloadSeconds(t *testing.T) time.Duration {
+	if s := os.Getenv("RLPROXY_OVERLOAD_SECONDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("RLPROXY_OVERLOAD_SECONDS=%q: want whole seconds", s)
+		}
+		return time.Duration(n) * time.Second
+	}
+	return 3 * time.Second
+}
+
+// TestOverloadPriorityClasses: at 3× capacity the critical class keeps
+// ≥ 99 % success and a p99 within 2× its unloaded p99 + 10 ms, goodput
+// stays ≥ 90 % of capacity, the lowest class absorbs the shedding, and
+// within it the light client gets as much as the heavy one.
+func TestOverloadPriorityClasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load test")
+	}
+	up := overload.NewUpstream(t, overloadWorkers, overloadService)
+	in := rlproxytest.Start(t, fmt.Sprintf(overloadConfig, up.URL))
+	c := overload.Client(10 * time.Second)
+	ctx := context.Background()
+
+	gold := func(int) overload.Request { return overloadMix(0) }
+	unloaded := overload.Of(overload.Run(ctx, c, in.URL, 100, time.Second, gold), 0, func(overload.Result) bool { return true })
+	if unloaded.Success() != 1 {
+		t.Fatalf("unloaded: %d of %d succeeded", unloaded.OK, unloaded.Sent)
+	}
+
+	const warm = time.Second
+	d := overloadSeconds(t)
+	served0 := up.Served()
+	rs := overload.Run(ctx, c, in.URL, 3*overloadCap, warm+d, overloadMix)
+	goodput := float64(up.Served()-served0) / (warm + d).Seconds()
+	by := func(class string) overload.Stats {
+		return overload.Of(rs, warm, func(r overload.Result) bool { return r.Class == class })
+	}
+	client := func(key string) overload.Stats {
+		return overload.Of(rs, warm, func(r overload.Result) bool { return r.Client == key })
+	}
+	crit, norm, batch := by("critical"), by("normal"), by("batch")
+	heavy, light := client("heavy"), client("light")
+	ok := overload.Of(rs, warm, func(overload.Result) bool { return true }).OK
+	okRate := float64(ok) / d.Seconds()
+	t.Logf("unloaded critical p50 %v p99 %v; goodput %.0f r/s at the upstream, %.0f r/s answered 200 (capacity %.0f)",
+		unloaded.P50, unloaded.P99, goodput, okRate, overloadCap)
+	for _, s := range []struct {
+		name string
+		st   overload.Stats
+	}{{"critical", crit}, {"normal", norm}, {"batch", batch}, {"batch/heavy", heavy}, {"batch/light", light}} {
+		t.Logf("%-12s sent %5d ok %5d (%.1f %%) p50 %v p99 %v", s.name, s.st.Sent, s.st.OK, 100*s.st.Success(), s.st.P50, s.st.P99)
+	}
+	t.Logf("upstream's own queue at most %d", up.MaxQueue())
+
+	if crit.Success() < 0.99 {
+		t.Errorf("critical: %.2f %% success, want ≥ 99 %%", 100*crit.Success())
+	}
+	if bound := 2*unloaded.P99 + 10*time.Millisecond; crit.P99 > bound {
+		t.Errorf("critical p99 %v, want ≤ %v (2 × unloaded %v + 10 ms)", crit.P99, bound, unloaded.P99)
+	}
+	if okRate < 0.9*overloadCap {
+		t.Errorf("goodput %.0f r/s, want ≥ %.0f (90 %% of capacity)", okRate, 0.9*overloadCap)
+	}
+	if !(batch.Success() < norm.Success() && norm.Success() < crit.Success()) {
+		t.Errorf("success by class: critical %.2f, normal %.2f, batch %.2f: want the lowest class shed most",
+			crit.Success(), norm.Success(), batch.Success())
+	}
+	// Fair share: the light client (a fifth of the batch load) gets at
+	// least as many answers as an equal split would give it, less 20 %.
+	if fair := float64(batch.OK) / 2; float64(light.OK) < 0.8*min(fair, float64(light.Sent)) {
+		t.Errorf("batch: light client %d served, heavy %d: want light ≥ 80 %% of its fair share %.0f", light.OK, heavy.OK, fair)
+	}
+	if q := up.MaxQueue(); q > 4*overloadWorkers {
+		t.Errorf("the upstream's own queue reached %d requests", q)
+	}
+}
+
+// TestOverloadCapacityChange: under 3× load, halving the upstream's
+// workers brings the limit within ±25 % of the new capacity in 5 s, and
+// restoring them brings it back.
+func TestOverloadCapacityChange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load test")
+	}
+	up := overload.NewUpstream(t, overloadWorkers, overloadService)
+	in := rlproxytest.Start(t, fmt.Sprintf(overloadConfig, up.URL))
+	c := overload.Client(10 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		overload.Run(ctx, c, in.URL, 3*overloadCap, time.Minute, overloadMix)
+	}()
+	defer func() { cancel(); <-done }()
+
+	phase := 2 * time.Second
+	if d := overloadSeconds(t); d > 3*time.Second {
+		phase = d
+	}
+	settle := func(workers int, within time.Duration) {
+		t.Helper()
+		lo, hi := 0.75*float64(workers), 1.25*float64(workers)
+		start := time.Now()
+		var inBand time.Duration = -1
+		var trace []int
+		for time.Since(start) < within {
+			n := adaptiveLimit(t, in)
+			trace = append(trace, n)
+			if float64(n) >= lo && float64(n) <= hi && inBand < 0 {
+				inBand = time.Since(start)
+			}
+			if inBand >= 0 && time.Since(start) >= inBand+phase {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("%d workers: limit in [%.0f, %.0f] after %v; samples every 100 ms: %v", workers, lo, hi, inBand, trace)
+		if inBand < 0 {
+			t.Fatalf("%d workers: the limit never came within [%.0f, %.0f] in %v", workers, lo, hi, within)
+		}
+	}
+	settle(overloadWorkers, 10*time.Second) // from the start
+	up.SetWorkers(overloadWorkers / 2)
+	settle(overloadWorkers/2, 5*time.Second)
+	up.SetWorkers(overloadWorkers)
+	settle(overloadWorkers, 5*time.Second)
+	if q := up.MaxQueue(); q > 4*overloadWorkers {
+		t.Errorf("the upstream's own queue reached %d requests", q)
+	}
+}
+
+// adaptiveLimit reads rlproxy_adaptive_limit{upstream="app"}.
+func adaptiveLimit(t *testing.T, in *rlproxytest.Instance) int {
+	t.Helper()
+	mf := in.Metrics(t)["rlproxy_adaptive_limit"]
+	if mf == nil || len(mf.GetMetric()) != 1 {
+		t.Fatalf("rlproxy_adaptive_limit: %v", mf)
+	}
+	return int(mf.GetMetric()[0].GetGauge().GetValue())
+}
