@@ -7,7 +7,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -204,4 +206,77 @@ func adaptiveLimit(t *testing.T, in *rlproxytest.Instance) int {
 		t.Fatalf("rlproxy_adaptive_limit: %v", mf)
 	}
 	return int(mf.GetMetric()[0].GetGauge().GetValue())
+}
+
+// TestOverloadShedAnswer: at a limit of one, a request that waits past
+// queue_timeout is shed with 503 urn:rlproxy:problem:overloaded and a
+// Retry-After; its charge is refunded (a third request still fits a
+// quota of two), and the admin page's stats count it.
+func TestOverloadShedAnswer(t *testing.T) {
+	release := make(chan struct{})
+	up := rlproxytest.NewUpstream(t)
+	up.Handler = func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	}
+	in := rlproxytest.Start(t, fmt.Sprintf(`
+upstreams: { app: { url: %q, adaptive_concurrency: { min: 1, max: 1, initial: 1, queue_timeout: 50ms } } }
+policies: { two: { algorithm: fixed_window, limit: 2, window: 1h, key: ip } }
+routes: [ { name: r, upstream: app, policies: [two] } ]
+`, up.URL))
+	held := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(in.URL + "/hold")
+		if err != nil {
+			held <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		held <- resp.StatusCode
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for up.Count() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request never reached the upstream")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	resp, body := rlproxytest.Get(t, nil, in.URL+"/b")
+	var p struct {
+		Type   string `json:"type"`
+		Status int    `json:"status"`
+	}
+	_ = json.Unmarshal([]byte(body), &p)
+	if resp.StatusCode != http.StatusServiceUnavailable || p.Type != "urn:rlproxy:problem:overloaded" || p.Status != 503 ||
+		resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("shed: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	close(release)
+	if st := <-held; st != http.StatusOK {
+		t.Fatalf("held request: %d", st)
+	}
+	if resp, body := rlproxytest.Get(t, nil, in.URL+"/c"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("third request (the shed one refunded): %d %s", resp.StatusCode, body)
+	}
+	_, stats := rlproxytest.Get(t, nil, in.AdminURL+"/api/stats")
+	var s struct {
+		Overload []struct {
+			Upstream string `json:"upstream"`
+			Limit    int    `json:"limit"`
+			Classes  []struct {
+				Name string `json:"name"`
+				Shed int    `json:"shed"`
+			} `json:"classes"`
+		} `json:"overload"`
+	}
+	if err := json.Unmarshal([]byte(stats), &s); err != nil || len(s.Overload) != 1 || s.Overload[0].Upstream != "app" ||
+		s.Overload[0].Limit != 1 || len(s.Overload[0].Classes) != 1 || s.Overload[0].Classes[0].Shed != 1 {
+		t.Fatalf("admin stats: %v %s", err, stats)
+	}
+	mf := in.Metrics(t)["rlproxy_shed_total"]
+	if mf == nil || len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetCounter().GetValue() != 1 {
+		t.Fatalf("rlproxy_shed_total: %v", mf)
+	}
 }
