@@ -113,21 +113,25 @@ func TestEstimatorMinLatencyExpires(t *testing.T) {
 
 // TestEstimatorFollowsCapacity: against a simulated upstream of c
 // workers × 20 ms (a response per worker per 20 ms, latency growing with
-// the queue), the limit comes within ±25 % of c within 50 windows (5 s)
-// when c halves and when it is restored.
+// the queue), the limit settles within ±25 % of c — there for a whole
+// gain cycle — within 50 windows (5 s) of each change of c.
 func TestEstimatorFollowsCapacity(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	e := NewEstimator(testConfig(), at)
 	for _, c := range []int{8, 4, 8, 16, 8} {
+		inBand := 0
 		for w := 0; ; w++ {
 			if w == 50 {
 				t.Fatalf("capacity %d: limit %d after 50 windows", c, e.Limit())
 			}
 			l := e.Limit()
-			busy := min(l, c)
-			rtt := 20 * max(l, c) / c
-			runWindows1(e, &at, 5*busy, rtt, l)
-			if lo, hi := 0.75*float64(c), 1.25*float64(c); float64(e.Limit()) >= lo && float64(e.Limit()) <= hi {
+			runWindows1(e, &at, 5*min(l, c), 20*max(l, c)/c, l)
+			if lo, hi := 0.75*float64(c), 1.25*float64(c); float64(e.Limit()) < lo || float64(e.Limit()) > hi {
+				inBand = 0
+				continue
+			}
+			if inBand++; inBand == len(gains) {
+				t.Logf("capacity %d: in [%.0f, %.0f] from window %d on", c, 0.75*float64(c), 1.25*float64(c), w+2-len(gains))
 				break
 			}
 		}
