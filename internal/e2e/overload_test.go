@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,71 +77,112 @@ func overloadSeconds(t *testing.T) time.Duration {
 	return 3 * time.Second
 }
 
+// overloadFigures are one overload run's results, from after the warm-up.
+type overloadFigures struct {
+	unloaded          overload.Stats // critical alone at 100 r/s
+	crit, norm, batch overload.Stats
+	heavy, light      overload.Stats
+	goodput           float64 // 200 answers per second
+	upstreamRate      float64 // responses per second the upstream served
+	maxQueue          int     // the upstream's own queue, at most
+}
+
+// runOverload measures the critical class alone at 100 r/s through base,
+// then the mix at 3× up's capacity for a warm-up second and the measured
+// run.
+func runOverload(t *testing.T, up *overload.Upstream, base string) overloadFigures {
+	c := overload.Client(10 * time.Second)
+	ctx := context.Background()
+	var f overloadFigures
+	gold := func(int) overload.Request { return overloadMix(0) }
+	f.unloaded = overload.Of(overload.Run(ctx, c, base, 100, time.Second, gold), 0, func(overload.Result) bool { return true })
+	const warm = time.Second
+	d := overloadSeconds(t)
+	served0 := up.Served()
+	rs := overload.Run(ctx, c, base, 3*overloadCap, warm+d, overloadMix)
+	f.upstreamRate = float64(up.Served()-served0) / (warm + d).Seconds()
+	by := func(keep func(overload.Result) bool) overload.Stats { return overload.Of(rs, warm, keep) }
+	f.crit = by(func(r overload.Result) bool { return r.Class == "critical" })
+	f.norm = by(func(r overload.Result) bool { return r.Class == "normal" })
+	f.batch = by(func(r overload.Result) bool { return r.Class == "batch" })
+	f.heavy = by(func(r overload.Result) bool { return r.Client == "heavy" })
+	f.light = by(func(r overload.Result) bool { return r.Client == "light" })
+	f.goodput = float64(by(func(overload.Result) bool { return true }).OK) / d.Seconds()
+	f.maxQueue = up.MaxQueue()
+	t.Logf("unloaded critical p50 %v p99 %v; goodput %.0f r/s answered 200, %.0f r/s served by the upstream (capacity %.0f); its own queue at most %d",
+		f.unloaded.P50, f.unloaded.P99, f.goodput, f.upstreamRate, overloadCap, f.maxQueue)
+	for _, s := range []struct {
+		name string
+		st   overload.Stats
+	}{{"critical", f.crit}, {"normal", f.norm}, {"batch", f.batch}, {"batch/heavy", f.heavy}, {"batch/light", f.light}} {
+		t.Logf("%-12s sent %5d ok %5d (%.1f %%) p50 %v p99 %v", s.name, s.st.Sent, s.st.OK, 100*s.st.Success(), s.st.P50, s.st.P99)
+	}
+	return f
+}
+
 // TestOverloadPriorityClasses: at 3× capacity the critical class keeps
 // ≥ 99 % success and a p99 within 2× its unloaded p99 + 10 ms, goodput
 // stays ≥ 90 % of capacity, the lowest class absorbs the shedding, and
-// within it the light client gets as much as the heavy one.
+// within it the light client gets its fair share.
 func TestOverloadPriorityClasses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a load test")
 	}
 	up := overload.NewUpstream(t, overloadWorkers, overloadService)
 	in := rlproxytest.Start(t, fmt.Sprintf(overloadConfig, up.URL))
-	c := overload.Client(10 * time.Second)
-	ctx := context.Background()
-
-	gold := func(int) overload.Request { return overloadMix(0) }
-	unloaded := overload.Of(overload.Run(ctx, c, in.URL, 100, time.Second, gold), 0, func(overload.Result) bool { return true })
-	if unloaded.Success() != 1 {
-		t.Fatalf("unloaded: %d of %d succeeded", unloaded.OK, unloaded.Sent)
+	f := runOverload(t, up, in.URL)
+	if f.crit.Success() < 0.99 {
+		t.Errorf("critical: %.2f %% success, want ≥ 99 %%", 100*f.crit.Success())
 	}
-
-	const warm = time.Second
-	d := overloadSeconds(t)
-	served0 := up.Served()
-	rs := overload.Run(ctx, c, in.URL, 3*overloadCap, warm+d, overloadMix)
-	goodput := float64(up.Served()-served0) / (warm + d).Seconds()
-	by := func(class string) overload.Stats {
-		return overload.Of(rs, warm, func(r overload.Result) bool { return r.Class == class })
+	if bound := 2*f.unloaded.P99 + 10*time.Millisecond; f.crit.P99 > bound {
+		t.Errorf("critical p99 %v, want ≤ %v (2 × unloaded %v + 10 ms)", f.crit.P99, bound, f.unloaded.P99)
 	}
-	client := func(key string) overload.Stats {
-		return overload.Of(rs, warm, func(r overload.Result) bool { return r.Client == key })
+	if f.goodput < 0.9*overloadCap {
+		t.Errorf("goodput %.0f r/s, want ≥ %.0f (90 %% of capacity)", f.goodput, 0.9*overloadCap)
 	}
-	crit, norm, batch := by("critical"), by("normal"), by("batch")
-	heavy, light := client("heavy"), client("light")
-	ok := overload.Of(rs, warm, func(overload.Result) bool { return true }).OK
-	okRate := float64(ok) / d.Seconds()
-	t.Logf("unloaded critical p50 %v p99 %v; goodput %.0f r/s at the upstream, %.0f r/s answered 200 (capacity %.0f)",
-		unloaded.P50, unloaded.P99, goodput, okRate, overloadCap)
-	for _, s := range []struct {
-		name string
-		st   overload.Stats
-	}{{"critical", crit}, {"normal", norm}, {"batch", batch}, {"batch/heavy", heavy}, {"batch/light", light}} {
-		t.Logf("%-12s sent %5d ok %5d (%.1f %%) p50 %v p99 %v", s.name, s.st.Sent, s.st.OK, 100*s.st.Success(), s.st.P50, s.st.P99)
-	}
-	t.Logf("upstream's own queue at most %d", up.MaxQueue())
-
-	if crit.Success() < 0.99 {
-		t.Errorf("critical: %.2f %% success, want ≥ 99 %%", 100*crit.Success())
-	}
-	if bound := 2*unloaded.P99 + 10*time.Millisecond; crit.P99 > bound {
-		t.Errorf("critical p99 %v, want ≤ %v (2 × unloaded %v + 10 ms)", crit.P99, bound, unloaded.P99)
-	}
-	if okRate < 0.9*overloadCap {
-		t.Errorf("goodput %.0f r/s, want ≥ %.0f (90 %% of capacity)", okRate, 0.9*overloadCap)
-	}
-	if !(batch.Success() < norm.Success() && norm.Success() < crit.Success()) {
+	if !(f.batch.Success() < f.norm.Success() && f.norm.Success() < f.crit.Success()) {
 		t.Errorf("success by class: critical %.2f, normal %.2f, batch %.2f: want the lowest class shed most",
-			crit.Success(), norm.Success(), batch.Success())
+			f.crit.Success(), f.norm.Success(), f.batch.Success())
 	}
 	// Fair share: the light client (a fifth of the batch load) gets at
-	// least as many answers as an equal split would give it, less 20 %.
-	if fair := float64(batch.OK) / 2; float64(light.OK) < 0.8*min(fair, float64(light.Sent)) {
-		t.Errorf("batch: light client %d served, heavy %d: want light ≥ 80 %% of its fair share %.0f", light.OK, heavy.OK, fair)
+	// least 80 % of what an equal split of the batch answers gives it.
+	if fair := float64(f.batch.OK) / 2; float64(f.light.OK) < 0.8*min(fair, float64(f.light.Sent)) {
+		t.Errorf("batch: light client %d served, heavy %d: want light ≥ 80 %% of its fair share %.0f", f.light.OK, f.heavy.OK, fair)
 	}
-	if q := up.MaxQueue(); q > 4*overloadWorkers {
-		t.Errorf("the upstream's own queue reached %d requests", q)
+	if f.maxQueue > 4*overloadWorkers {
+		t.Errorf("the upstream's own queue reached %d requests", f.maxQueue)
 	}
+}
+
+// TestOverloadHAProxy runs the same load through HAProxy 2.6 with a
+// static maxconn of the upstream's 8 workers and the classes as
+// http-request set-priority-class, for bench/RESULTS.md; it asserts
+// nothing. Only with RLPROXY_OVERLOAD_COMPARE=1 (bench/overload.sh).
+func TestOverloadHAProxy(t *testing.T) {
+	if os.Getenv("RLPROXY_OVERLOAD_COMPARE") != "1" {
+		t.Skip("set RLPROXY_OVERLOAD_COMPARE=1 (bench/overload.sh)")
+	}
+	up := overload.NewUpstream(t, overloadWorkers, overloadService)
+	addr := runHAProxy(t, func(addr string) string {
+		return fmt.Sprintf(`global
+  maxconn 20000
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+  timeout queue 500ms
+frontend fe
+  bind %s
+  http-request set-priority-class int(-10) if { req.hdr(X-Api-Key) -m str g1 }
+  http-request set-priority-class int(0) if { req.hdr(X-Api-Key) -m str s1 }
+  http-request set-priority-class int(10) if { req.hdr(X-Api-Key) -m str heavy light }
+  default_backend be
+backend be
+  server app %s maxconn %d
+`, addr, strings.TrimPrefix(up.URL, "http://"), overloadWorkers)
+	})
+	runOverload(t, up, "http://"+addr)
 }
 
 // TestOverloadCapacityChange: under 3× load, halving the upstream's
