@@ -91,6 +91,7 @@ type rttAt struct {
 type Estimator struct {
 	cfg     Config
 	limit   float64
+	prev    int     // the limit of the previous window: some of this window's responses were admitted under it
 	bdp     float64 // estimated concurrency: best rate × minimum latency
 	samples []time.Duration
 	seen    int // responses this window (≥ len(samples))
@@ -112,7 +113,7 @@ type Estimator struct {
 // NewEstimator returns an estimator at cfg.Initial, in startup, whose
 // first window opens at now.
 func NewEstimator(cfg Config, now time.Time) *Estimator {
-	return &Estimator{cfg: cfg, limit: float64(cfg.Initial), startup: true,
+	return &Estimator{cfg: cfg, limit: float64(cfg.Initial), prev: cfg.Initial, startup: true,
 		samples: make([]time.Duration, 0, maxSamples), start: now}
 }
 
@@ -156,14 +157,20 @@ func (e *Estimator) Tick(now time.Time) bool {
 	before := e.Limit()
 	rtt := median(e.samples)
 	// A window whose requests never filled the limit measured the load,
-	// not the upstream: its rate is not kept (BBR's app-limited rule).
-	if e.peak >= before {
-		e.rates[e.nextRate%rateWindows] = float64(e.seen) / elapsed.Seconds()
-		e.nextRate++
-	}
+	// not the upstream (BBR's app-limited rule): it changes nothing but
+	// the minimum latency. Its responses were admitted under its limit or
+	// the previous window's.
+	filled := e.peak >= min(before, e.prev)
+	rate := float64(e.seen) / elapsed.Seconds()
+	e.prev = before
 	e.samples, e.seen, e.peak, e.start = e.samples[:0], 0, 0, now
 	e.rtt = rtt
 	e.noteRTT(rtt, now)
+	if !filled {
+		return false
+	}
+	e.rates[e.nextRate%rateWindows] = rate
+	e.nextRate++
 	e.update()
 	return e.Limit() != before
 }
@@ -190,9 +197,6 @@ func (e *Estimator) update() {
 	rate := 0.0
 	for _, r := range e.rates {
 		rate = max(rate, r)
-	}
-	if rate == 0 { // nothing but app-limited windows yet
-		return
 	}
 	e.bdp = rate * e.minRTT.Seconds()
 	var next float64

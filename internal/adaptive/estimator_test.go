@@ -69,9 +69,10 @@ func TestEstimatorAppLimited(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	e := NewEstimator(testConfig(), at)
 	runWindows(t, e, &at, []window{
-		{n: 5, rtt: 20, inflight: 2, limit: 4, estimate: 0},  // app-limited: nothing kept
-		{n: 20, rtt: 20, inflight: 4, limit: 8, estimate: 4}, // full: startup doubles
-		{n: 5, rtt: 20, inflight: 3, limit: 8, estimate: 4},  // app-limited again: the rate of 200 holds
+		{n: 5, rtt: 20, inflight: 2, limit: 4, estimate: 0},   // app-limited: nothing kept
+		{n: 20, rtt: 20, inflight: 4, limit: 8, estimate: 4},  // full: startup doubles
+		{n: 30, rtt: 20, inflight: 4, limit: 12, estimate: 6}, // admitted under the previous limit (4): kept
+		{n: 5, rtt: 20, inflight: 3, limit: 12, estimate: 6},  // app-limited again: nothing changes
 	})
 	if e.MinRTT() != 20*time.Millisecond {
 		t.Fatalf("min latency %v, want 20ms", e.MinRTT())
