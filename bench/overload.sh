@@ -25,7 +25,7 @@ secs=${OVERLOAD_SECONDS:-30}
 out="bench/results/overload-$(date -u +%Y-%m-%d).txt"
 mkdir -p bench/results
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out"
-RLPROXY_OVERLOAD_SECONDS=$secs RLPROXY_OVERLOAD_COMPARE=1 \
+RLPROXY_OVERLOAD_SECONDS=$secs RLPROXY_OVERLOAD_COMPARE=1 RLPROXY_OVERLOAD_FORCE=1 \
 	go test -count=1 -timeout 30m -v -run 'TestOverload(PriorityClasses|HAProxy|CapacityChange)$' ./internal/e2e 2>&1 |
 	grep -v 'rlproxy serving' | tee -a "$out"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"

@@ -5,12 +5,11 @@
 //
 // The estimator is a delivery-rate one (Little's law, as TCP BBR's
 // bottleneck estimate): the upstream's concurrency is its best recent
-// throughput times its minimum latency to the response head. A latency
-// gradient (Envoy's adaptive concurrency filter, Netflix
-// concurrency-limits' Gradient2) was tried first and collapsed to its
-// floor on a CPU-starved host, where every latency drifts up while the
-// upstream has room; throughput and minimum latency, both filtered to
-// their best recent value, do not drift with it (docs/reference/overload.md).
+// throughput times its latency without a queue, measured in the drain
+// window of a gain cycle. A latency gradient (Envoy's adaptive
+// concurrency filter, Netflix concurrency-limits' Gradient2) was tried
+// first and collapsed to its floor on a CPU-starved host, where every
+// latency drifts up while the upstream has room (docs/reference/overload.md).
 //
 // Time is injected: every method takes the instant it acts at, so tests
 // step a clock instead of sleeping. One Gate serves one upstream on one
@@ -24,13 +23,12 @@ import (
 
 // Defaults of Config's fields (docs/reference/overload.md explains them).
 const (
-	DefaultMin           = 1
-	DefaultMax           = 1000
-	DefaultInitial       = 10
-	DefaultWindow        = 100 * time.Millisecond
-	DefaultTolerance     = 0.2
-	DefaultProbeInterval = 10 * time.Second
-	DefaultQueueTimeout  = 500 * time.Millisecond
+	DefaultMin          = 1
+	DefaultMax          = 1000
+	DefaultInitial      = 10
+	DefaultWindow       = 100 * time.Millisecond
+	DefaultTolerance    = 0.1
+	DefaultQueueTimeout = 500 * time.Millisecond
 
 	// minSamples is how many responses close a window at the earliest:
 	// one response's latency is noise.
@@ -41,18 +39,27 @@ const (
 	// rateWindows is how many windows the best throughput is kept for:
 	// after a capacity drop the limit follows within as many windows.
 	rateWindows = 10
+	// drains is how many drain windows' latencies (four gain cycles, 3.2 s
+	// at the default window) the estimate takes the least of: a stall of
+	// the host during one drain window inflates its median many times.
+	drains = 4
+	// maxGrowth bounds how much one window may raise the limit (Envoy's
+	// gradient is capped at 2 likewise).
+	maxGrowth = 2
 	// startupGrowth is the throughput growth a startup window must show
 	// (BBR's 25 %), startupStalls how many in a row without it end startup.
 	startupGrowth = 1.25
 	startupStalls = 3
+	// drainGain is the gain of the cycle's drain window.
+	drainGain = 0.75
 )
 
 // gains is the steady state's cycle of limit gains over the estimated
 // concurrency, one window each (BBR's ProbeBW): a window at 5/4 finds
 // capacity the upstream gained, one at 3/4 drains the queue the probe
-// built (and shows the minimum latency again), six cruise at
+// built and measures the latency without a queue, six cruise at
 // 1 + Tolerance (the cruise gain replaces the 1 here).
-var gains = [...]float64{1.25, 0.75, 1, 1, 1, 1, 1, 1}
+var gains = [...]float64{1.25, drainGain, 1, 1, 1, 1, 1, 1}
 
 // Config is one upstream's adaptive_concurrency (config.AdaptiveConcurrency).
 type Config struct {
@@ -65,24 +72,13 @@ type Config struct {
 	// minSamples responses were measured in it).
 	Window time.Duration
 	// Tolerance is the cruising headroom over the estimated concurrency,
-	// a fraction (0.2 = 20 %): the proxy holds a slot a little longer
-	// than the upstream works on the request.
+	// a fraction (0.1 = 10 %).
 	Tolerance float64
-	// ProbeInterval is how long a minimum latency is trusted: the
-	// minimum is taken over the windows of the last ProbeInterval, so a
-	// slower upstream is believed after it.
-	ProbeInterval time.Duration
 	// QueueTimeout is the longest a request waits for a slot (bounded
 	// further by server.max_wait); the queue holds what drains in it.
 	QueueTimeout time.Duration
 	// Shadow computes and reports the limit but never queues or sheds.
 	Shadow bool
-}
-
-// rttAt is one window's median latency and when it closed.
-type rttAt struct {
-	at  time.Time
-	rtt time.Duration
 }
 
 // Estimator computes a concurrency limit from the responses of one
@@ -92,7 +88,8 @@ type Estimator struct {
 	cfg     Config
 	limit   float64
 	prev    int     // the limit of the previous window: some of this window's responses were admitted under it
-	bdp     float64 // estimated concurrency: best rate × minimum latency
+	gain    float64 // the gain in force this window (0 in startup)
+	bdp     float64 // estimated concurrency: best rate × latency without a queue
 	samples []time.Duration
 	seen    int // responses this window (≥ len(samples))
 	peak    int // most requests in flight at an admission this window
@@ -100,14 +97,15 @@ type Estimator struct {
 
 	rates    [rateWindows]float64 // delivery rates (responses/s) of the last windows not app-limited
 	nextRate int
-	rtts     []rttAt // medians of the windows of the last ProbeInterval
-	minRTT   time.Duration
+	drained  [drains]time.Duration // medians of the last drain windows (0: none yet)
+	nextDrn  int
+	minRTT   time.Duration // startup: the least window median
 	rtt      time.Duration // the last window's median
 
 	startup bool
 	best    float64 // startup: the best rate when it last grew by startupGrowth
 	stalls  int
-	cycle   int // steady state: index in gains
+	cycle   int // steady state: index in gains of the next window
 }
 
 // NewEstimator returns an estimator at cfg.Initial, in startup, whose
@@ -125,17 +123,32 @@ func (e *Estimator) Limit() int { return max(int(e.limit), e.cfg.Min) }
 // fractional; 0 before the first window closed).
 func (e *Estimator) Estimate() float64 { return e.bdp }
 
-// MinRTT returns the minimum latency of the last ProbeInterval (0 before
-// the first window closed).
-func (e *Estimator) MinRTT() time.Duration { return e.minRTT }
+// MinRTT returns the latency without a queue the estimate uses: the
+// least of the last drain windows' medians, or in startup the least
+// window median (0 before the first window closed).
+func (e *Estimator) MinRTT() time.Duration {
+	d := time.Duration(0)
+	for _, r := range e.drained {
+		if r > 0 && (d == 0 || r < d) {
+			d = r
+		}
+	}
+	if d == 0 {
+		return e.minRTT
+	}
+	return d
+}
 
 // RTT returns the last window's median latency (0 before one closed).
 func (e *Estimator) RTT() time.Duration { return e.rtt }
 
-// Sample records one response's latency to its head at now; inflight is
-// how many requests were in flight when it was admitted, itself
-// included. It reports whether the limit changed.
+// Sample records one response's latency at now; inflight is how many
+// requests were in flight when it was admitted, itself included. It
+// reports whether the limit changed.
 func (e *Estimator) Sample(rtt time.Duration, inflight int, now time.Time) bool {
+	if e.seen == 0 && now.Sub(e.start) >= e.cfg.Window {
+		e.start = now // an idle stretch before it measures nothing
+	}
 	e.peak = max(e.peak, inflight)
 	if len(e.samples) < maxSamples {
 		e.samples = append(e.samples, rtt)
@@ -158,14 +171,20 @@ func (e *Estimator) Tick(now time.Time) bool {
 	rtt := median(e.samples)
 	// A window whose requests never filled the limit measured the load,
 	// not the upstream (BBR's app-limited rule): it changes nothing but
-	// the minimum latency. Its responses were admitted under its limit or
-	// the previous window's.
+	// the latencies. Its responses were admitted under its limit or the
+	// previous window's.
 	filled := e.peak >= min(before, e.prev)
 	rate := float64(e.seen) / elapsed.Seconds()
 	e.prev = before
 	e.samples, e.seen, e.peak, e.start = e.samples[:0], 0, 0, now
 	e.rtt = rtt
-	e.noteRTT(rtt, now)
+	if e.minRTT == 0 || rtt < e.minRTT {
+		e.minRTT = rtt
+	}
+	if e.gain == drainGain {
+		e.drained[e.nextDrn%drains] = rtt
+		e.nextDrn++
+	}
 	if !filled {
 		return false
 	}
@@ -175,30 +194,18 @@ func (e *Estimator) Tick(now time.Time) bool {
 	return e.Limit() != before
 }
 
-// noteRTT adds a window's median to the minimum filter and drops those
-// older than ProbeInterval.
-func (e *Estimator) noteRTT(rtt time.Duration, now time.Time) {
-	keep := e.rtts[:0]
-	for _, r := range e.rtts {
-		if now.Sub(r.at) < e.cfg.ProbeInterval {
-			keep = append(keep, r)
-		}
-	}
-	e.rtts = append(keep, rttAt{at: now, rtt: rtt})
-	e.minRTT = rtt
-	for _, r := range e.rtts {
-		e.minRTT = min(e.minRTT, r.rtt)
-	}
-}
-
-// update sets the limit from the best kept rate and the minimum latency:
-// twice the estimate in startup, the gain cycle's share of it after.
+// update sets the limit from the best kept rate and the latency without
+// a queue: twice the estimate in startup, the gain cycle's share of it
+// after. Using the drain windows' latency, not the least ever seen, keeps
+// the estimate in step with the host's own noise: on a busy host every
+// latency is higher than the best one, and a best-ever minimum would
+// shrink the limit below what keeps the upstream busy.
 func (e *Estimator) update() {
 	rate := 0.0
 	for _, r := range e.rates {
 		rate = max(rate, r)
 	}
-	e.bdp = rate * e.minRTT.Seconds()
+	e.bdp = rate * e.MinRTT().Seconds()
 	var next float64
 	if e.startup {
 		if rate >= e.best*startupGrowth {
@@ -208,13 +215,19 @@ func (e *Estimator) update() {
 		}
 		next = 2 * e.bdp
 	}
+	e.gain = 0
 	if !e.startup {
-		g := gains[e.cycle%len(gains)]
-		if g == 1 {
-			g += e.cfg.Tolerance
-		}
+		e.gain = gains[e.cycle%len(gains)]
 		e.cycle++
-		next = g * e.bdp
+		switch g := e.gain; {
+		case g == 1:
+			next = (1 + e.cfg.Tolerance) * e.bdp
+		case g > 1: // at least one more slot, or a small limit never probes
+			next = max(g*e.bdp, e.bdp+1)
+		default:
+			next = g * e.bdp
+		}
+		next = min(next, maxGrowth*e.limit)
 	}
 	e.limit = min(max(next, float64(e.cfg.Min)), float64(e.cfg.Max))
 }

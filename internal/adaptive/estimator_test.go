@@ -32,8 +32,7 @@ func runWindows(t *testing.T, e *Estimator, at *time.Time, steps []window) {
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
 func testConfig() Config {
-	return Config{Min: 1, Max: 50, Initial: 4, Window: 100 * time.Millisecond, Tolerance: 0.2,
-		ProbeInterval: 10 * time.Second, QueueTimeout: time.Second}
+	return Config{Min: 1, Max: 50, Initial: 4, Window: 100 * time.Millisecond, Tolerance: 0.2, QueueTimeout: time.Second}
 }
 
 // TestEstimatorSteps: an upstream of 8 workers × 20 ms (400 r/s), then
@@ -91,25 +90,35 @@ func TestEstimatorWindowNeedsSamples(t *testing.T) {
 		t.Fatalf("a window of %d responses closed: limit %d, min %v", minSamples-1, e.Limit(), e.MinRTT())
 	}
 	e.Sample(20*time.Millisecond, 4, t0.Add(250*time.Millisecond))
-	// 5 responses in 250 ms: 20 r/s × 20 ms = 0.4, doubled: below min.
-	if e.Limit() != 1 || e.MinRTT() != 20*time.Millisecond || !near(e.Estimate(), 0.4) {
-		t.Fatalf("limit %d, min %v, estimate %v; want 1, 20ms, 0.4", e.Limit(), e.MinRTT(), e.Estimate())
+	if e.Limit() != 4 {
+		t.Fatalf("the window closed 50 ms after its first response (the idle 200 ms before it measure nothing): limit %d", e.Limit())
+	}
+	e.Sample(20*time.Millisecond, 4, t0.Add(300*time.Millisecond))
+	// 6 responses in the 100 ms since the first: 60 r/s × 20 ms = 1.2, doubled.
+	if e.Limit() != 2 || e.MinRTT() != 20*time.Millisecond || !near(e.Estimate(), 1.2) {
+		t.Fatalf("limit %d, min %v, estimate %v; want 2, 20ms, 1.2", e.Limit(), e.MinRTT(), e.Estimate())
 	}
 }
 
-// TestEstimatorMinLatencyExpires: a minimum older than ProbeInterval is
-// forgotten, so an upstream that became slower is believed.
-func TestEstimatorMinLatencyExpires(t *testing.T) {
-	cfg := testConfig()
-	cfg.ProbeInterval = 250 * time.Millisecond
+// TestEstimatorDrainLatency: after startup the latency without a queue
+// is the drain window's, not the least ever seen: on a host whose
+// latencies rose (30 ms where startup saw 20), the estimate follows.
+func TestEstimatorDrainLatency(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
-	e := NewEstimator(cfg, at)
+	e := NewEstimator(testConfig(), at)
 	runWindows(t, e, &at, []window{
 		{n: 20, rtt: 20, inflight: 4, limit: 8, estimate: 4},
-		{n: 20, rtt: 40, inflight: 8, limit: 8, estimate: 4},  // 200 r/s × min 20 ms
-		{n: 20, rtt: 40, inflight: 8, limit: 8, estimate: 4},  //
-		{n: 20, rtt: 40, inflight: 8, limit: 10, estimate: 8}, // the 20 ms window is 300 ms old: 200 r/s × 40 ms; startup over (no growth thrice): probe at 5/4
+		{n: 40, rtt: 20, inflight: 8, limit: 16, estimate: 8},
+		{n: 40, rtt: 40, inflight: 16, limit: 16, estimate: 8},
+		{n: 40, rtt: 40, inflight: 16, limit: 16, estimate: 8},
+		{n: 40, rtt: 40, inflight: 16, limit: 10, estimate: 8},  // startup over: probe at 5/4
+		{n: 40, rtt: 50, inflight: 10, limit: 6, estimate: 8},   // drain next
+		{n: 30, rtt: 30, inflight: 6, limit: 12, estimate: 12},  // the drain window: 400 r/s × 30 ms; cruise at 1.2, capped at twice the limit (6)
+		{n: 40, rtt: 35, inflight: 12, limit: 14, estimate: 12}, // cruise at 1.2
 	})
+	if e.MinRTT() != 30*time.Millisecond {
+		t.Fatalf("latency without a queue %v, want 30ms", e.MinRTT())
+	}
 }
 
 // TestEstimatorFollowsCapacity: against a simulated upstream of c

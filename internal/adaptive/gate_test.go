@@ -11,8 +11,7 @@ var gateT0 = time.Unix(1_700_000_000, 0)
 
 // fixedGate is a gate whose limit stays n (min = max = initial).
 func fixedGate(n int, classes ...Class) *Gate {
-	cfg := Config{Min: n, Max: n, Initial: n, Window: time.Hour, Tolerance: 0.1,
-		ProbeInterval: time.Hour, QueueTimeout: time.Hour}
+	cfg := Config{Min: n, Max: n, Initial: n, Window: time.Hour, Tolerance: 0.1, QueueTimeout: time.Hour}
 	g := NewGate("up", cfg, classes, gateT0)
 	g.est.rtt = time.Millisecond // a queue of an hour's drain: never full
 	return g
@@ -165,8 +164,7 @@ func TestGateShedsLowestClassOverShare(t *testing.T) {
 }
 
 func TestGateQueueBoundAndBudget(t *testing.T) {
-	cfg := Config{Min: 1, Max: 1, Initial: 1, Window: time.Hour, Tolerance: 0.1,
-		ProbeInterval: time.Hour, QueueTimeout: 20 * time.Millisecond}
+	cfg := Config{Min: 1, Max: 1, Initial: 1, Window: time.Hour, Tolerance: 0.1, QueueTimeout: 20 * time.Millisecond}
 	g := NewGate("up", cfg, []Class{{Name: "all", Share: 1}}, gateT0)
 	tk := take(t, g, 0, "A")
 	defer tk.Done(false, gateT0)
@@ -194,8 +192,7 @@ func TestGateQueueBoundAndBudget(t *testing.T) {
 }
 
 func TestGateShadowNeverQueues(t *testing.T) {
-	cfg := Config{Min: 1, Max: 1, Initial: 1, Window: time.Hour, Tolerance: 0.1,
-		ProbeInterval: time.Hour, QueueTimeout: time.Hour, Shadow: true}
+	cfg := Config{Min: 1, Max: 1, Initial: 1, Window: time.Hour, Tolerance: 0.1, QueueTimeout: time.Hour, Shadow: true}
 	g := NewGate("up", cfg, []Class{{Name: "all", Share: 1}}, gateT0)
 	for range 5 {
 		take(t, g, 0, "A")

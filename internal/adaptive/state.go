@@ -8,7 +8,7 @@ type State struct {
 	Shadow   bool
 	Limit    int           // requests that may be in flight now
 	Estimate float64       // the estimator's limit, fractional
-	MinRTT   time.Duration // minimum latency measured (0: none yet)
+	MinRTT   time.Duration // the latency without a queue the estimate uses (0: none yet)
 	RTT      time.Duration // the last window's median latency (0: none yet)
 	Classes  []ClassState  // in priority order, high first
 }

@@ -11,13 +11,12 @@ import (
 // adaptive): the requests in flight to it are bounded by a limit that
 // follows its latency. Only upstreams have one.
 type AdaptiveConcurrency struct {
-	Min, Max      int           // bounds of the limit, requests (default 1, 1000)
-	Initial       int           // the limit at start (default 10, within [Min, Max])
-	Window        time.Duration // how often the limit is recomputed (default 100ms)
-	Tolerance     float64       // cruising headroom over the estimated concurrency, a fraction (default 0.2)
-	ProbeInterval time.Duration // how long a minimum latency is trusted (default 10s)
-	QueueTimeout  time.Duration // longest wait for a slot, within server.max_wait (default 500ms)
-	Shadow        bool          // compute and report the limit, never queue or shed
+	Min, Max     int           // bounds of the limit, requests (default 1, 1000)
+	Initial      int           // the limit at start (default 10, within [Min, Max])
+	Window       time.Duration // how often the limit is recomputed (default 100ms)
+	Tolerance    float64       // cruising headroom over the estimated concurrency, a fraction (default 0.1)
+	QueueTimeout time.Duration // longest wait for a slot, within server.max_wait (default 500ms)
+	Shadow       bool          // compute and report the limit, never queue or shed
 }
 
 // PriorityClass is one of server.priority_classes: requests of a class
@@ -39,8 +38,7 @@ func (l *loader) adaptiveSection(u *Upstream) *section {
 		{name: "max", def: "1000", value: l.intVal(&a.Max, 1, 1_000_000), doc: "Highest limit, requests in flight."},
 		{name: "initial", def: "10", value: l.intVal(&a.Initial, 1, 1_000_000), doc: "Limit at start, within [min, max]; it doubles each window while throughput grows (slow start)."},
 		{name: "window", def: "100ms", value: l.durationVal(&a.Window, false), doc: "How often the limit is recomputed from the throughput and the median latency to the response head (at least 5 responses)."},
-		{name: "tolerance", def: "0.2", value: l.ratioVal(&a.Tolerance), doc: "Cruising headroom over the estimated concurrency (best throughput × minimum latency), a fraction in (0, 1]."},
-		{name: "probe_interval", def: "10s", value: l.durationVal(&a.ProbeInterval, false), doc: "How long a minimum latency is trusted: the minimum is over the windows of this last span."},
+		{name: "tolerance", def: "0.1", value: l.ratioVal(&a.Tolerance), doc: "Cruising headroom over the estimated concurrency (best throughput × latency without a queue), a fraction in (0, 1]."},
 		{name: "queue_timeout", def: "500ms", value: l.durationVal(&a.QueueTimeout, false), doc: "Longest a request waits for a slot (and at most server.max_wait); past it, 503 overloaded."},
 		{name: "shadow", def: "false", value: l.boolVal(&a.Shadow), doc: "Compute and report the limit but never queue or shed."},
 	}, pre: func(object) { u.Adaptive = a }, check: func(o object) {

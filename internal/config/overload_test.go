@@ -33,7 +33,7 @@ routes: [{ name: r, upstream: app, priority: normal, plan: tiers }]
 		t.Fatal(err)
 	}
 	want := AdaptiveConcurrency{Min: 2, Max: 200, Initial: 10, Window: 100 * time.Millisecond, Tolerance: 0.2,
-		ProbeInterval: 10 * time.Second, QueueTimeout: 500 * time.Millisecond, Shadow: true}
+		QueueTimeout: 500 * time.Millisecond, Shadow: true}
 	if a := c.Upstreams["app"].Adaptive; a == nil || *a != want {
 		t.Errorf("adaptive_concurrency %+v, want %+v", a, want)
 	}

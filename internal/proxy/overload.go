@@ -37,7 +37,7 @@ func newGates(cfg *config.Config, now time.Time) map[string]*adaptive.Gate {
 	for name, u := range cfg.Upstreams {
 		if a := u.Adaptive; a != nil {
 			gates[name] = adaptive.NewGate(name, adaptive.Config{Min: a.Min, Max: a.Max, Initial: a.Initial,
-				Window: a.Window, Tolerance: a.Tolerance, ProbeInterval: a.ProbeInterval,
+				Window: a.Window, Tolerance: a.Tolerance,
 				QueueTimeout: a.QueueTimeout, Shadow: a.Shadow}, classes, now)
 		}
 	}
@@ -94,16 +94,16 @@ func (o *overload) classOf(r *http.Request, rt *Runtime, res *policy.Result) int
 	return o.class
 }
 
-// acquireSlot waits for a slot at up's gate for r, allowed by its
-// policies (res, nil for a route without any) after waiting waited. It
-// returns the slot's ticket (the zero Ticket when up has no gate or r
-// upgrades: a session would hold a slot for its whole life), or answers
+// acquireSlot waits for a slot at up's gate (not nil) for r, allowed by
+// its policies (res, nil for a route without any) after waiting waited.
+// It returns the slot's ticket (the zero Ticket when r upgrades: a
+// session would hold a slot for its whole life), or answers
 // r itself — 503 overloaded, its charge refunded as a shaping-cap
 // refusal's; a client gone while waiting stays charged — and returns
 // false. The caller frees the ticket with finishSlot.
 func (s *Server) acquireSlot(rc *record, w http.ResponseWriter, r *http.Request, rt *Runtime, up *upstream, res *policy.Result, ip netip.Addr, waited time.Duration) (adaptive.Ticket, bool) {
 	o := &up.overload
-	if o.gate == nil || r.Header["Upgrade"] != nil {
+	if r.Header["Upgrade"] != nil {
 		return adaptive.Ticket{}, true
 	}
 	var client []byte

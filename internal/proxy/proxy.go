@@ -190,11 +190,13 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 	if !route.Limited() {
 		rc.decision = decisionUnlimited
 		s.live.Observe(route, nil)
-		t, ok := s.acquireSlot(rc, w, r, rt, up, nil, ip, 0)
-		if !ok {
-			return
+		if up.gate != nil { // adaptive_concurrency (overload.go)
+			t, ok := s.acquireSlot(rc, w, r, rt, up, nil, ip, 0)
+			if !ok {
+				return
+			}
+			defer finishSlot(rc, t)
 		}
-		defer finishSlot(rc, t)
 		s.forward(up.plain, w, r, 0, nil)
 		return
 	}
@@ -231,11 +233,13 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 			return
 		}
 	}
-	t, ok := s.acquireSlot(rc, w, r, rt, up, res, ip, time.Duration(res.Wait)*time.Millisecond)
-	if !ok {
-		return
+	if up.gate != nil { // adaptive_concurrency (overload.go)
+		t, ok := s.acquireSlot(rc, w, r, rt, up, res, ip, time.Duration(res.Wait)*time.Millisecond)
+		if !ok {
+			return
+		}
+		defer finishSlot(rc, t)
 	}
-	defer finishSlot(rc, t)
 	if route.Settles() {
 		s.forwardSettled(w, r, rt, route, up.limited, res)
 		return

@@ -186,3 +186,28 @@ func (s Stats) Success() float64 {
 	}
 	return float64(s.OK) / float64(s.Sent)
 }
+
+// Direct returns the responses per second c gets from u with conc
+// requests always in flight for d (closed loop, no proxy): what this
+// machine can drive through u at all, to tell a loaded host from a slow
+// proxy.
+func Direct(c *http.Client, u *Upstream, conc int, d time.Duration) float64 {
+	var n atomic.Int64
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				if resp, err := c.Get(u.URL); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
+					n.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n.Load()) / d.Seconds()
+}
