@@ -40,8 +40,10 @@ const (
 	// after a capacity drop the limit follows within as many windows.
 	rateWindows = 10
 	// drains is how many drain windows' latencies (four gain cycles, 3.2 s
-	// at the default window) the estimate takes the least of: a stall of
-	// the host during one drain window inflates its median many times.
+	// at the default window) the estimate takes the median of: one
+	// window's can be a stall of the host (many times the others), and
+	// the least of them would leave the slots short of what a typical
+	// window of a noisy host needs to keep the upstream busy.
 	drains = 4
 	// maxGrowth bounds how much one window may raise the limit (Envoy's
 	// gradient is capped at 2 likewise).
@@ -124,19 +126,22 @@ func (e *Estimator) Limit() int { return max(int(e.limit), e.cfg.Min) }
 func (e *Estimator) Estimate() float64 { return e.bdp }
 
 // MinRTT returns the latency without a queue the estimate uses: the
-// least of the last drain windows' medians, or in startup the least
-// window median (0 before the first window closed).
+// median (the lower one of an even count) of the last drain windows'
+// medians, or before any drain window the least window median (0 before
+// the first window closed).
 func (e *Estimator) MinRTT() time.Duration {
-	d := time.Duration(0)
+	var buf [drains]time.Duration
+	d := buf[:0]
 	for _, r := range e.drained {
-		if r > 0 && (d == 0 || r < d) {
-			d = r
+		if r > 0 {
+			d = append(d, r)
 		}
 	}
-	if d == 0 {
+	if len(d) == 0 {
 		return e.minRTT
 	}
-	return d
+	slices.Sort(d)
+	return d[(len(d)-1)/2]
 }
 
 // RTT returns the last window's median latency (0 before one closed).
@@ -195,8 +200,8 @@ func (e *Estimator) Tick(now time.Time) bool {
 }
 
 // update sets the limit from the best kept rate and the latency without
-// a queue: twice the estimate in startup, the gain cycle's share of it
-// after. Using the drain windows' latency, not the least ever seen, keeps
+// a queue: twice the estimate in startup (never lower), the gain cycle's
+// share of it after. Using the drain windows' latency, not the least ever seen, keeps
 // the estimate in step with the host's own noise: on a busy host every
 // latency is higher than the best one, and a best-ever minimum would
 // shrink the limit below what keeps the upstream busy.
@@ -213,7 +218,9 @@ func (e *Estimator) update() {
 		} else if e.stalls++; e.stalls >= startupStalls {
 			e.startup = false
 		}
-		next = 2 * e.bdp
+		// Startup only grows: its latency is the best seen, which a busy
+		// host's typical one exceeds, so its estimate runs low.
+		next = max(2*e.bdp, e.limit)
 	}
 	e.gain = 0
 	if !e.startup {

@@ -190,7 +190,7 @@ func TestOverloadHAProxy(t *testing.T) {
 	up := overload.NewUpstream(t, overloadWorkers, overloadService)
 	addr := runHAProxy(t, func(addr string) string {
 		return fmt.Sprintf(`global
-  maxconn 20000
+  maxconn 8000
 defaults
   mode http
   timeout connect 5s
