@@ -40,10 +40,12 @@ const (
 	// after a capacity drop the limit follows within as many windows.
 	rateWindows = 10
 	// drains is how many drain windows' latencies (four gain cycles, 3.2 s
-	// at the default window) the estimate takes the median of: one
-	// window's can be a stall of the host (many times the others), and
-	// the least of them would leave the slots short of what a typical
-	// window of a noisy host needs to keep the upstream busy.
+	// at the default window) the estimate takes the least of: a stall of
+	// the host during a drain window inflates its median many times, and
+	// an inflated latency lets the limit run far past the upstream's
+	// capacity (its own queue grows) before later cycles bring it back.
+	// The least errs the other way on a noisy host: fewer slots than a
+	// noisy window needs (TestEstimatorNoisyHost).
 	drains = 4
 	// maxGrowth bounds how much one window may raise the limit (Envoy's
 	// gradient is capped at 2 likewise).
@@ -126,22 +128,19 @@ func (e *Estimator) Limit() int { return max(int(e.limit), e.cfg.Min) }
 func (e *Estimator) Estimate() float64 { return e.bdp }
 
 // MinRTT returns the latency without a queue the estimate uses: the
-// median (the lower one of an even count) of the last drain windows'
-// medians, or before any drain window the least window median (0 before
-// the first window closed).
+// least of the last drain windows' medians, or before any drain window
+// the least window median (0 before the first window closed).
 func (e *Estimator) MinRTT() time.Duration {
-	var buf [drains]time.Duration
-	d := buf[:0]
+	d := time.Duration(0)
 	for _, r := range e.drained {
-		if r > 0 {
-			d = append(d, r)
+		if r > 0 && (d == 0 || r < d) {
+			d = r
 		}
 	}
-	if len(d) == 0 {
+	if d == 0 {
 		return e.minRTT
 	}
-	slices.Sort(d)
-	return d[(len(d)-1)/2]
+	return d
 }
 
 // RTT returns the last window's median latency (0 before one closed).

@@ -161,10 +161,11 @@ func runWindows1(e *Estimator, at *time.Time, n, rtt, inflight int) {
 // slot's hold (scheduling delays), different each window, while the
 // upstream (8 workers × 20 ms) works 20 ms per request: with L slots the
 // throughput is min(L ÷ (20 ms + noise), 8 ÷ 20 ms) and a slot is held
-// L ÷ throughput. The limit must keep the upstream ≥ 90 % busy (a
-// latency gradient or a best-ever minimum shrinks it below that) and
-// never exceed by more than the workers what the noisiest window needs
-// (8 × 40 ÷ 20 = 16).
+// L ÷ throughput. The estimate takes the quietest of four drain windows
+// (safe against stalls, see drains), so it provisions for a quiet
+// window: the upstream must stay ≥ 70 % busy (a latency gradient falls
+// to its floor here) and the limit never exceed what the noisiest window
+// needs (8 × 40 ÷ 20 = 16).
 func TestEstimatorNoisyHost(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	e := NewEstimator(testConfig(), at)
@@ -183,11 +184,11 @@ func TestEstimatorNoisyHost(t *testing.T) {
 			top = max(top, l)
 		}
 	}
-	if b := busy / float64(windows); b < 0.9 {
-		t.Errorf("upstream busy %.0f %% of the time, want ≥ 90 %%; limits %v", 100*b, trace)
+	if b := busy / float64(windows); b < 0.7 {
+		t.Errorf("upstream busy %.0f %% of the time, want ≥ 70 %%; limits %v", 100*b, trace)
 	}
-	if top > 24 {
-		t.Errorf("limit up to %d, want ≤ 24; limits %v", top, trace)
+	if top > 16 {
+		t.Errorf("limit up to %d, want ≤ 16; limits %v", top, trace)
 	}
 	t.Logf("upstream busy %.0f %%, limit at most %d after window 50", 100*busy/float64(windows), top)
 }
