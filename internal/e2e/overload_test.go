@@ -66,15 +66,16 @@ func overloadMix(i int) overload.Request {
 }
 
 // overloadHost skips a load test on a host that cannot drive the upstream
-// at 90 % of its capacity even directly, without rlproxy (8 requests always
+// at 95 % of its capacity even directly, without rlproxy (8 requests always
 // in flight for half a second): on a CPU-starved host the figures would
-// measure the host, not rlproxy. The skip says what was measured;
+// measure the host, not rlproxy (on this project's VM at load average 30,
+// 340 r/s directly came with 23 r/s through the whole loaded path). The skip says what was measured;
 // RLPROXY_OVERLOAD_FORCE=1 measures anyway (bench/overload.sh).
 func overloadHost(t *testing.T, up *overload.Upstream) {
 	t.Helper()
 	rate := overload.Direct(overload.Client(5*time.Second), up, overloadWorkers, 500*time.Millisecond)
 	t.Logf("this host drives the upstream at %.0f r/s directly (load average %s)", rate, loadAverage())
-	if rate < 0.9*overloadCap && os.Getenv("RLPROXY_OVERLOAD_FORCE") != "1" {
+	if rate < 0.95*overloadCap && os.Getenv("RLPROXY_OVERLOAD_FORCE") != "1" {
 		t.Skipf("this host drives the upstream at %.0f r/s directly (capacity %.0f, load average %s): too loaded to measure overload",
 			rate, overloadCap, loadAverage())
 	}
