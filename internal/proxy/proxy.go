@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rlproxy/internal/accesslog"
+	"rlproxy/internal/adaptive"
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/live"
@@ -38,8 +39,9 @@ type Runtime struct {
 	realIP    *realip.Resolver
 	upstreams map[string]*upstream // by route name
 	quota     *quotaEndpoint
-	noRoute   *metrics.RouteTraffic // route "-"; nil without metrics
-	redact    []string              // query keys the access log never shows
+	noRoute   *metrics.RouteTraffic     // route "-"; nil without metrics
+	redact    []string                  // query keys the access log never shows
+	gates     map[string]*adaptive.Gate // by upstream name: those with adaptive_concurrency
 }
 
 // Server is the public HTTP handler. The zero value is not usable; use New.
@@ -75,6 +77,9 @@ func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 		}
 	}
 	s.Swap(rt)
+	if m != nil {
+		m.SetAdaptive(func() []adaptive.State { return s.rt.Load().Overload(time.Now()) })
+	}
 	return s
 }
 
@@ -167,7 +172,7 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime, reason reqview.
 	if r.Header["Upgrade"] != nil {
 		r = up.upgrades.screen(r)
 	}
-	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP()) {
+	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP() || up.gate != nil) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
 	if up.maxBody > 0 && r.ContentLength > up.maxBody {
@@ -188,6 +193,13 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime, reason reqview.
 	if !route.Limited() {
 		rc.decision = decisionUnlimited
 		s.live.Observe(route, nil)
+		if up.gate != nil { // adaptive_concurrency (overload.go)
+			t, ok := s.acquireSlot(rc, w, r, rt, up, nil, ip, 0)
+			if !ok {
+				return
+			}
+			defer finishSlot(rc, t)
+		}
 		s.forward(up.plain, w, r, 0, nil)
 		return
 	}
@@ -223,6 +235,13 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime, reason reqview.
 			rt.Limiter.Settle(res, policy.Settlement{Status: statusClientClosed})
 			return
 		}
+	}
+	if up.gate != nil { // adaptive_concurrency (overload.go)
+		t, ok := s.acquireSlot(rc, w, r, rt, up, res, ip, time.Duration(res.Wait)*time.Millisecond)
+		if !ok {
+			return
+		}
+		defer finishSlot(rc, t)
 	}
 	if route.Settles() {
 		s.forwardSettled(w, r, rt, route, up.limited, res)

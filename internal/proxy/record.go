@@ -53,6 +53,7 @@ const (
 	decisionQuota       = "quota"       // the quota endpoint answered
 	decisionBadRequest  = "bad-request" // refused with 400 before routing (reqview)
 	decisionTooLarge    = "too-large"   // refused for a declared body over max_body_size
+	decisionShed        = "shed"        // refused by the upstream's adaptive concurrency limit (503 overloaded)
 )
 
 func (rc *record) reset(w http.ResponseWriter, start time.Time) {
