@@ -13,6 +13,7 @@ import (
 	"rlproxy/internal/testutil/rediscluster"
 	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // fleetSpread sends n requests to path, spread round-robin over urls by
@@ -221,10 +222,7 @@ routes:
 			}
 		}()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for up.Count() < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, "two long requests at the upstream", func() bool { return up.Count() >= 2 })
 	if up.Count() != 2 {
 		t.Fatalf("upstream saw %d long requests, want 2", up.Count())
 	}

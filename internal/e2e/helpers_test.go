@@ -50,22 +50,6 @@ func e2eStartBehind(t *testing.T, st, upstreamURL, cfg string) *rlproxytest.Inst
 	return rlproxytest.Start(t, storeYAML(t, st)+fmt.Sprintf(cfg, upstreamURL))
 }
 
-// e2eWaitTimeout bounds every e2eWaitFor.
-const e2eWaitTimeout = 5 * time.Second
-
-// e2eWaitFor polls cond every `every` until it holds, failing the test
-// after e2eWaitTimeout with what (the condition awaited).
-func e2eWaitFor(t *testing.T, every time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(e2eWaitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", e2eWaitTimeout, what)
-		}
-		time.Sleep(every)
-	}
-}
-
 // e2eAwayFromBoundary waits, when needed, so that the next `need` of real
 // time stays inside one epoch-aligned window of length w (fixed and hourly
 // windows align to the Unix epoch; requests straddling a boundary would see

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // poolServer is one upstream server of a pool: it answers its name and
@@ -298,14 +299,7 @@ routes: [{ name: r, upstream: app }]
 		return opsValue(t, samples, "rlproxy_upstream_server_up", "upstream", "app", "server", b.addr)
 	}
 	waitUp := func(want float64, within time.Duration) time.Duration {
-		t0 := time.Now()
-		for up() != want {
-			if time.Since(t0) > within {
-				t.Fatalf("rlproxy_upstream_server_up{server=%q} not %v after %v", b.addr, want, within)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return time.Since(t0)
+		return waitfor.Within(t, within, fmt.Sprintf("rlproxy_upstream_server_up{server=%q} = %v", b.addr, want), func() bool { return up() == want })
 	}
 	waitUp(1, time.Second)
 	b.kill()

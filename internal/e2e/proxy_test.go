@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // corePxBurst sends n simultaneous GETs (each on its own connection, all
@@ -493,7 +494,7 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 			for range 3 { // waits 0, 200, 400 ms
 				wg.Go(func() { rlproxytest.Get(t, nil, in.URL+"/a") })
 			}
-			e2eWaitFor(t, time.Millisecond, "two requests waiting", func() bool { return waiting() == 2 })
+			waitfor.True(t, "two requests waiting", func() bool { return waiting() == 2 })
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, in.URL+"/a", nil)
@@ -507,7 +508,7 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 				}
 				done <- err
 			}()
-			e2eWaitFor(t, time.Millisecond, "the fourth request waiting", func() bool { return waiting() == 3 })
+			waitfor.True(t, "the fourth request waiting", func() bool { return waiting() == 3 })
 			time.Sleep(time.Until(sent.Add(100 * time.Millisecond))) // ~100 ms into its ~600 ms wait
 			cancel()
 			if err := <-done; !errors.Is(err, context.Canceled) {
@@ -518,7 +519,7 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 			if up.Count() != 3 {
 				t.Errorf("upstream saw %d requests, want 3 (the abandoned one never forwarded)", up.Count())
 			}
-			e2eWaitFor(t, time.Millisecond, "no request waiting", func() bool { return waiting() == 0 })
+			waitfor.True(t, "no request waiting", func() bool { return waiting() == 0 })
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"rlproxy/internal/testutil/fleet"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // shutdownGet sends GET url through c and returns its status (0 on a
@@ -68,14 +69,14 @@ routes:
 	}
 	launch("/slow", 20)
 	launch("/shaped", 15) // waits of 0 to 1.4 s
-	e2eWaitFor(t, 10*time.Millisecond, "20 requests at the upstream", func() bool { return up.Count() >= 20 })
+	waitfor.True(t, "20 requests at the upstream", func() bool { return up.Count() >= 20 })
 
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	sent := time.Now()
 	ready := &http.Client{Timeout: time.Second}
-	e2eWaitFor(t, 5*time.Millisecond, "/readyz 503 after SIGTERM", func() bool {
+	waitfor.True(t, "/readyz 503 after SIGTERM", func() bool {
 		code, _, _ := shutdownGet(ready, p.AdminURL+"/readyz")
 		return code == http.StatusServiceUnavailable
 	})
