@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -226,18 +227,28 @@ routes:
 	if up.Count() != 2 {
 		t.Fatalf("upstream saw %d long requests, want 2", up.Count())
 	}
-	// While instance 0 lives it renews its leases: full well past one lease.
-	time.Sleep(900 * time.Millisecond)
+	// While instance 0 lives it renews its leases: once the clock is past
+	// the first expiries, only renewals keep the slots held.
+	first := fleetLeases(t, srv)
+	waitfor.True(t, "the first leases' expiry passed", func() bool { return time.Now().UnixMilli() > slices.Max(first) })
 	if resp, _ := rlproxytest.Get(t, nil, f.URL(1)+"/x"); resp.StatusCode != 429 {
-		t.Fatalf("both slots held by a live instance: status %d, want 429", resp.StatusCode)
+		t.Fatalf("both slots held by a live instance past their first expiry: status %d, want 429", resp.StatusCode)
 	}
 	f.Kill(0)
-	killed := time.Now()
-	time.Sleep(300 * time.Millisecond)
-	if resp, _ := rlproxytest.Get(t, nil, f.URL(1)+"/x"); resp.StatusCode != 429 {
-		t.Fatalf("300 ms after the kill (lease 600 ms): status %d, want 429 (slots still leased)", resp.StatusCode)
+	// A killed instance releases nothing: the slots stay leased until the
+	// expiries its last renewals wrote.
+	last := fleetLeases(t, srv)
+	if slices.Min(last) <= slices.Max(first) {
+		t.Fatalf("lease expiries %v after the kill, first ones %v: the live instance did not renew", last, first)
 	}
-	time.Sleep(time.Until(killed.Add(time.Second)))
+	resp, _ := rlproxytest.Get(t, nil, f.URL(1)+"/x")
+	if answered := time.Now().UnixMilli(); answered >= slices.Min(last) {
+		t.Fatalf("the request after the kill was answered at %d ms, not before the first lease expiry %d: too late to tell", answered, slices.Min(last))
+	}
+	if resp.StatusCode != 429 {
+		t.Fatalf("after the kill, before the leases' expiry: status %d, want 429 (slots still leased)", resp.StatusCode)
+	}
+	waitfor.True(t, "the dead instance's leases expired", func() bool { return time.Now().UnixMilli() > slices.Max(last) })
 	// Both dead slots have expired: two new long requests fit again and
 	// reach the upstream (then give up at 500 ms, releasing their slots).
 	var refused atomic.Int32
@@ -257,7 +268,35 @@ routes:
 	}
 	wg.Wait()
 	if up.Count() != 4 || refused.Load() != 0 {
-		t.Fatalf("1 s after the kill: upstream saw %d requests (want 4), %d refused (want 0): the dead instance's leases did not expire",
+		t.Fatalf("after the leases' expiry: upstream saw %d requests (want 4), %d refused (want 0): the dead instance's leases did not expire",
 			up.Count(), refused.Load())
 	}
+}
+
+// fleetLeases returns the expiry times (Unix ms, the scores) of the
+// concurrency leases in srv, which must hold exactly one sorted set of
+// two leases.
+func fleetLeases(t *testing.T, srv *redisserver.Server) []int64 {
+	t.Helper()
+	keys, err := srv.Do(t, "KEYS", "*").AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp []int64
+	for _, k := range keys {
+		if typ, _ := srv.Do(t, "TYPE", k).ToString(); typ != "zset" {
+			continue
+		}
+		zs, err := srv.Do(t, "ZRANGE", k, "0", "-1", "WITHSCORES").AsZScores()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, z := range zs {
+			exp = append(exp, int64(z.Score))
+		}
+	}
+	if len(exp) != 2 {
+		t.Fatalf("leases in the store: %v (keys %v), want 2", exp, keys)
+	}
+	return exp
 }
