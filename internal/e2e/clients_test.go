@@ -703,6 +703,7 @@ func TestClientConcurrency(t *testing.T) {
 			t.Parallel()
 			up := clientsNewHold(t)
 			in := e2eStartBehind(t, st, up.URL, `
+quota_endpoint: { path: /rate-limit }
 upstreams: { app: { url: %q } }
 policies:
   conc:  { algorithm: concurrency, limit: 3 }
@@ -742,8 +743,10 @@ routes:
 				t.Errorf("cancelled clients: %v, want 3 transport errors", got)
 			}
 			waitfor.True(t, "the cancelled requests to leave the upstream", func() bool { return up.inflight.Load() == 0 })
-			// Release runs just after the upstream call returns.
-			time.Sleep(300 * time.Millisecond)
+			// Release runs just after the upstream call returns; a lease
+			// that leaked would hold its slot for the default lease (30 s),
+			// longer than this wait.
+			waitfor.Within(t, 10*time.Second, "the left clients' slots released", func() bool { return clientsQuotaOf(t, c, in.URL)["conc"] == 3 })
 			ch, _ = clientsLaunch(c, url, 4)
 			if got := clientsCollect(t, ch, 1); got[429] != 1 {
 				t.Errorf("4 after the clients left: first answer %v, want 429 (3 slots free, not 4)", got)
@@ -754,18 +757,18 @@ routes:
 				t.Errorf("after the clients left: %v, want 3×200", got)
 			}
 
-			// Lease renewal: 300 ms leases, requests held 1 s. Real time,
-			// not injected: renewals run on a real ticker against lease
-			// expiry, and the 900 ms check is 300 ms (a whole lease) from
-			// both the last renewal's deadline and the requests' end.
+			// Lease renewal: 300 ms leases, requests held until Free. Real
+			// time, not injected: renewals run on a real ticker against
+			// lease expiry. Three leases after the requests arrived, only
+			// renewals can hold the slots: the check has no boundary near
+			// (a later check is only a stronger one).
 			surl := in.URL + "/short/x"
 			ch, _ = clientsLaunch(c, surl, 3)
 			waitfor.True(t, "3 long requests in flight", func() bool { return up.inflight.Load() == 3 })
 			time.Sleep(900 * time.Millisecond)
 			if s := clientsStatus(t, c, surl); s != 429 {
-				t.Errorf("a 4th at 900 ms (leases 300 ms, renewed): status %d, want 429", s)
+				t.Errorf("a 4th 900 ms after the 3 arrived (leases 300 ms, renewed): status %d, want 429", s)
 			}
-			time.Sleep(100 * time.Millisecond)
 			up.Free()
 			if got := clientsCollect(t, ch, 3); got[200] != 3 {
 				t.Errorf("the 3 long requests: %v, want 3×200", got)
@@ -879,9 +882,11 @@ routes:
 			if resp.StatusCode != 429 || !strings.Contains(body, "shaping-queue-full") {
 				t.Fatalf("shaped 3rd: %d %s, want 429 shaping-queue-full", resp.StatusCode, body)
 			}
-			time.Sleep(200 * time.Millisecond) // the abandoned request's handler returns
-			q := clientsQuotaOf(t, c, in.URL)
-			if q["nl_conc"] != 2 {
+			// The abandoned request's handler returns on its own time; a
+			// leaked lease would hold its slot for the default lease (30 s),
+			// longer than this wait.
+			var q map[string]int64
+			if !waitfor.Poll(10*time.Second, func() bool { q = clientsQuotaOf(t, c, in.URL); return q["nl_conc"] == 2 }) {
 				t.Errorf("quota endpoint after the abandoned and the refused requests: nl_conc remaining %d, want 2 (no lease leaked); %v", q["nl_conc"], q)
 			}
 			// Hold one real request: the endpoint reports one slot in use.

@@ -135,7 +135,7 @@ func TestNginxDifferential(t *testing.T) {
 // the schedule runs again on fresh servers. A systematic deviation (wrong
 // arithmetic, wrong wait) fails every attempt, and the last attempt's
 // problems fail the test.
-const coreTimedAttempts = 1
+const coreTimedAttempts = 3
 
 // coreRetryTimed runs attempt up to coreTimedAttempts times until it
 // reports no problem.
