@@ -93,9 +93,12 @@ type call struct {
 	buf    []byte
 }
 
-// New returns a Service counting into m (nil: no metrics) and logging
-// refusals to log (sampled at log.refusals_per_second).
+// New returns a Service counting into m (nil: metrics.Discard()) and
+// logging refusals to log (sampled at log.refusals_per_second).
 func New(m *metrics.Metrics, log *slog.Logger) *Service {
+	if m == nil {
+		m = metrics.Discard()
+	}
 	s := &Service{metrics: m, log: log, grpc: grpc.NewServer(), health: health.NewServer(), clients: clientkey.NewDisplay()}
 	s.calls.New = func() any { return new(call) }
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, s)
@@ -224,9 +227,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	res := &c.res
 	start := time.Now()
 	rt.lim.DecideKeyed(ctx, c.keyed, res)
-	if s.metrics != nil {
-		s.metrics.ObserveDecision(time.Since(start))
-	}
+	s.metrics.ObserveDecision(time.Since(start))
 	switch res.Outcome {
 	case policy.Unavailable:
 		return nil, status.Error(codes.Unavailable, "the rate limiter cannot decide right now and a policy fails closed")
@@ -251,9 +252,7 @@ func (s *Service) wait(ctx context.Context, rt *runtime, c *call) bool {
 	d := time.Duration(res.Wait) * time.Millisecond
 	if d > rt.cfg.Server.MaxWait {
 		rt.lim.Refund(res)
-		if s.metrics != nil {
-			s.metrics.ShapingRefusal(c.routes[0], metrics.CapMaxWait)
-		}
+		s.metrics.ShapingRefusal(c.routes[0], metrics.CapMaxWait)
 		res.RetryAfter = res.Wait
 		res.Outcome = policy.Refuse
 		return false

@@ -48,12 +48,8 @@ func FallbackMode(closed, floor bool) string {
 }
 
 // StoreFallback counts one decision of policy made without the store, in
-// mode (FallbackMode). A nil Metrics counts nothing. It looks the series
-// up by label: it runs only while the store fails.
+// mode (FallbackMode). It looks the series up by label: it runs only while the store fails.
 func (m *Metrics) StoreFallback(policy, mode string) {
-	if m == nil {
-		return
-	}
 	m.store.fallback.WithLabelValues(policy, mode).Inc()
 }
 

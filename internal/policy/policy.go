@@ -167,7 +167,7 @@ type Options struct {
 	// Store decides requests; Floor (a memory store) holds fallback limits
 	// used while failing open. Neither is closed by the Limiter.
 	Store, Floor store.Store
-	// Metrics receives per-policy decisions; nil disables counting.
+	// Metrics receives per-policy decisions; nil: metrics.Discard().
 	Metrics *metrics.Metrics
 	// LeasePrefix makes concurrency lease ids unique across instances.
 	LeasePrefix string
