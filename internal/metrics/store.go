@@ -4,7 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Fallback mode label values of rlproxy_store_fallback_decisions_total:
 // how a policy decided without the store (docs/CONTRACT.md, "Extensions
-// named by the second round of issues").
+// of the second round").
 const (
 	FallbackOpen   = "open"   // on_store_error allow, no floor: passed unlimited
 	FallbackFloor  = "floor"  // on_store_error allow with a fallback: the per-instance floor decided

@@ -33,8 +33,8 @@ import (
 )
 
 // Status is what happened to one policy on one request; its String is the
-// `decision` label of rlproxy_requests_total (docs/CONTRACT.md, "Metrics
-// contract").
+// `decision` label of rlproxy_requests_total (docs/CONTRACT.md,
+// "Metrics").
 type Status uint8
 
 // Statuses, in the metrics contract's words.
