@@ -1,9 +1,9 @@
 // Command commentcheck fails when a Go comment names something the
 // repository does not have: a Go identifier (`pkg.Name`, `Type.Method`,
 // `Name` in backticks, pkg.Name or Name( in prose), a repository file
-// (docs/CONTRACT.md, internal/x/y.go) or a heading of a Markdown file
-// cited as (docs/FILE.md, "Heading"). Comments rot when code is renamed
-// or removed; a reader then looks for a function that is gone.
+// (a path such as docs/CONTRACT.md) or a heading of a Markdown file cited
+// as (docs/CONTRACT.md, "Metrics"). Comments rot when code is renamed or
+// removed; a reader then looks for a function that is gone.
 //
 // Usage, from the repository root: go run ./scripts/commentcheck
 // [FILE.go ...] (default: every tracked .go file). It prints one line per
