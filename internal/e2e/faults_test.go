@@ -230,9 +230,19 @@ func TestFaultValkeyKilled(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	answered := func() (n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range loadCodes {
+			n += c
+		}
+		return n
+	}
+	// Load before the kill and through it, by count, not a guessed time.
+	waitfor.True(t, "load before the kill", func() bool { return answered() >= 20 })
 	srv.Stop()
-	time.Sleep(100 * time.Millisecond)
+	after := answered() + 20
+	waitfor.True(t, "load during the outage", func() bool { return answered() >= after })
 	faultsFloor(t, in.URL, "127.0.1.2")
 	faultsClosed(t, in.URL)
 	ok2, e2 := faultsQuota(qc, in.URL, 10) // fail open: all pass

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,9 +63,10 @@ func TestFleetSharedQuota(t *testing.T) {
 	t.Parallel()
 	srv := redisserver.Start(t)
 	up := rlproxytest.NewUpstream(t)
+	release := make(chan struct{}) // closed once every concurrency request is decided
 	up.Handler = func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/cc") {
-			time.Sleep(1500 * time.Millisecond) // every concurrency request overlaps
+			<-release
 		}
 		_, _ = w.Write([]byte("ok"))
 	}
@@ -96,7 +98,19 @@ routes:
 			t.Errorf("%s: statuses %v, want exactly 10×200 and 90×429", alg, codes)
 		}
 	}
-	codes := fleetSpread(t, c, urls, "/cc", 100, 100)
+	// Every concurrency request is held at the upstream until all 100 are
+	// decided (counted by the three instances), so all overlap.
+	spread := make(chan map[int]int)
+	go func() { spread <- fleetSpread(t, c, urls, "/cc", 100, 100) }()
+	waitfor.True(t, "all 100 concurrency requests decided", func() bool {
+		n := 0.0
+		for i := range urls {
+			n += fleetDecided(t, f.AdminURL(i), "cc")
+		}
+		return n == 100
+	})
+	close(release)
+	codes := <-spread
 	if codes[200] != 10 || codes[429] != 90 || len(codes) != 2 {
 		t.Errorf("concurrency: statuses %v, want exactly 10×200 and 90×429", codes)
 	}
@@ -271,6 +285,26 @@ routes:
 		t.Fatalf("after the leases' expiry: upstream saw %d requests (want 4), %d refused (want 0): the dead instance's leases did not expire",
 			up.Count(), refused.Load())
 	}
+}
+
+// fleetDecided sums rlproxy_requests_total of route on the instance whose
+// admin listener is adminURL.
+func fleetDecided(t *testing.T, adminURL, route string) float64 {
+	resp, body := rlproxytest.Get(t, nil, adminURL+"/metrics")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s/metrics: status %d", adminURL, resp.StatusCode)
+	}
+	n := 0.0
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "rlproxy_requests_total{") && strings.Contains(line, `route="`+route+`"`) {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			n += v
+		}
+	}
+	return n
 }
 
 // fleetLeases returns the expiry times (Unix ms, the scores) of the
