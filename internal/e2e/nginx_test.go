@@ -321,14 +321,39 @@ func coreNginxModel(t *testing.T, c coreNginxCase, reqs []coreNginxReq) [][]int6
 // arithmetic exactly: each step's statuses and, in delay mode, the waits
 // rlproxy decided (its access log), plus an upstream that saw exactly the
 // accepted requests.
+//
+// Valkey expires a bucket's state in real time (PEXPIRE, the time the state
+// takes to drain), which an injected clock does not move: a test slower in
+// real time than its schedule would find the state gone. So on valkey the
+// schedule runs slower in injected time — rate ÷ scale, offsets and waits ×
+// scale, the same decisions — and the state outlives the real time between
+// two steps by scale times the schedule's own gaps: scale 100, or less so
+// that the longest wait stays within 15 s.
 func coreNginxRlproxy(t *testing.T, c coreNginxCase, st string) {
+	scale := int64(1)
+	rate := c.rate
+	if st == "valkey" {
+		longest := 1
+		for _, s := range c.steps {
+			for _, w := range s.waits {
+				longest = max(longest, w)
+			}
+		}
+		scale = int64(min(100, 15000/longest))
+		var n int64
+		var unit string
+		if _, err := fmt.Sscanf(strings.Replace(c.rate, "r/", " ", 1), "%d %s", &n, &unit); err != nil {
+			t.Fatalf("rate %q: %v", c.rate, err)
+		}
+		rate = fmt.Sprintf("%dr/d", n*map[string]int64{"s": 86400, "m": 1440}[unit]/scale)
+	}
 	clk := fakeclock.New(time.Now())
 	in, up := e2eStart(t, st, e2eAccessLog+fmt.Sprintf(`
 upstreams: { app: { url: %%q } }
 policies:
   z: { algorithm: leaky_bucket, rate: %s, %s, key: ip }
 routes: [ { name: lim, upstream: app, policies: [z] } ]
-`, c.rate, c.policy), rlproxytest.WithNow(clk.Now))
+`, rate, c.policy), rlproxytest.WithNow(clk.Now))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 20 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
 	decided := func() (n float64) {
@@ -346,7 +371,7 @@ routes: [ { name: lim, upstream: app, policies: [z] } ]
 	var at time.Duration
 	sent, accepted := 0, 0
 	for i, s := range c.steps {
-		clk.Advance(s.at - at)
+		clk.Advance(time.Duration(scale) * (s.at - at))
 		at = s.at
 		for range s.n {
 			wg.Go(func() {
@@ -371,7 +396,7 @@ routes: [ { name: lim, upstream: app, policies: [z] } ]
 		}
 		want := make([]int64, len(s.waits))
 		for j, w := range s.waits {
-			want[j] = int64(w)
+			want[j] = int64(w) * scale
 		}
 		if got := e2eWaits(t, in, fmt.Sprintf("/lim?s=%d", i), sent); !slices.Equal(got, want) {
 			t.Errorf("step %d (at %v): decided waits %v ms, want %v", i, s.at, got, want)
