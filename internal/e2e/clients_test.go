@@ -678,7 +678,8 @@ func clientsLaunch(c *http.Client, url string, n int) (<-chan int, []context.Can
 	return out, cancels
 }
 
-// clientsCollect reads n statuses from ch (5 s bound) and counts them.
+// clientsCollect reads n statuses from ch (waitfor.Timeout bound: a loaded
+// machine answers late, a lost answer never) and counts them.
 func clientsCollect(t *testing.T, ch <-chan int, n int) map[int]int {
 	t.Helper()
 	got := map[int]int{}
@@ -686,7 +687,7 @@ func clientsCollect(t *testing.T, ch <-chan int, n int) map[int]int {
 		select {
 		case s := <-ch:
 			got[s]++
-		case <-time.After(5 * time.Second):
+		case <-time.After(waitfor.Timeout):
 			t.Fatalf("timed out; statuses so far %v", got)
 		}
 	}
