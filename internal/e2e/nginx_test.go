@@ -212,8 +212,8 @@ func coreNginxReference(t *testing.T, c coreNginxCase) {
 			t.Errorf("nginx step %d: answered %s, logged %s", i, answered, logged)
 		}
 		if len(got) != len(want[i]) {
-			t.Errorf("nginx step %d (at %v, %d requests): %d accepted, the model at its logged arrival times %d",
-				i, s.at, s.n, len(got), len(want[i]))
+			t.Errorf("nginx step %d (at %v, %d requests): %d accepted, the model at its logged arrival times %d (arrivals %s)",
+				i, s.at, s.n, len(got), len(want[i]), coreNginxArrivals(reqs))
 			continue
 		}
 		if len(got) != s.want {
@@ -235,6 +235,17 @@ type coreNginxReq struct {
 	at, took int64 // arrival (Unix ms) and request time (ms)
 	step     int
 	status   int
+}
+
+// coreNginxArrivals lists reqs as step:status@ms after the first arrival,
+// for a failure message.
+func coreNginxArrivals(reqs []coreNginxReq) string {
+	first := slices.MinFunc(reqs, func(a, b coreNginxReq) int { return cmp.Compare(a.at, b.at) }).at
+	var b strings.Builder
+	for _, r := range reqs {
+		fmt.Fprintf(&b, " %d:%d@%d", r.step, r.status, r.at-first)
+	}
+	return b.String()
 }
 
 // coreNginxLog waits for n lines in nginx's access log file ("$msec
