@@ -735,9 +735,9 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 		answered.Store(int64(time.Since(start)))
 		status <- resp.StatusCode
 	}()
-	waitfor.True(t, "the second request waiting its turn", func() bool {
+	waitfor.True(t, "the second request given its wait", func() bool {
 		_, s := opsScrape(t, in)
-		return opsValue(t, s, "rlproxy_waiting_requests") == 1
+		return opsValue(t, s, "rlproxy_delay_seconds_count") == 1
 	})
 	_, s := opsScrape(t, in)
 	if d := opsValue(t, s, "rlproxy_delay_seconds_sum"); d != 0.5 {
