@@ -240,8 +240,9 @@ func TestServerDown(t *testing.T) {
 // Decide fail with a deadline error after Options.Timeout.
 func TestTimeout(t *testing.T) {
 	st, srv := newSleepyStore(t)
-	defer func(slept <-chan struct{}) { <-slept }(srv.DebugSleep(t, "0.8"))
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 5, Period: 3_600_000}
+	decide1(t, st, "rl:v2:{warm}:fw", l, 1, "", base) // the store connected before the server sleeps
+	defer func(slept <-chan struct{}) { <-slept }(srv.DebugSleep(t, "0.8"))
 	out := make([]algo.Decision, 1)
 	begin := time.Now()
 	_, err := st.Decide(context.Background(), []store.Check{{Key: "rl:v2:{slow}:fw", Limit: l, Cost: 1}}, base, out)
