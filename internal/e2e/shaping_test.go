@@ -29,13 +29,30 @@ const shapingQueueFull = "urn:rlproxy:problem:shaping-queue-full"
 // request arriving at excess X units (one request = 1000 units, draining
 // 10 units per ms) waits X/10 ms, so n simultaneous requests from idle
 // wait 0, 100, …, (n−1)·100 ms. server is the shaping caps.
-func shapingConfig(server string) string {
+//
+// On valkey the bucket runs at 1 r/s (shapingScale 10: every time × 10,
+// the same decisions): Valkey expires a bucket's state in real time, which
+// the tests' injected clock does not move, and at 10 r/s a loaded machine
+// took longer than the state's 400 ms between two decisions of one burst.
+func shapingConfig(st, server string) string {
+	rate := "10r/s"
+	if shapingScale(st) != 1 {
+		rate = "1r/s"
+	}
 	return `
 server: ` + server + `
 upstreams: { app: { url: %q } }
-policies: { shape: { algorithm: leaky_bucket, rate: 10r/s, burst: 20, key: ip } }
+policies: { shape: { algorithm: leaky_bucket, rate: ` + rate + `, burst: 20, key: ip } }
 routes: [ { name: all, upstream: app, policies: [shape] } ]
 `
+}
+
+// shapingScale is how much slower shapingConfig's bucket runs on store st.
+func shapingScale(st string) time.Duration {
+	if st == "valkey" {
+		return 10
+	}
+	return 1
 }
 
 // shapingAnswer is one response of a burst: its status and problem type
@@ -135,7 +152,8 @@ func TestShapingMaxWaitingRefunds(t *testing.T) {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
 			clk := fakeclock.New(time.Now())
-			in, up := e2eStart(t, st, e2eAccessLog+shapingConfig("{ max_waiting: 3 }"), rlproxytest.WithNow(clk.Now))
+			x := shapingScale(st)
+			in, up := e2eStart(t, st, e2eAccessLog+shapingConfig(st, "{ max_waiting: 3 }"), rlproxytest.WithNow(clk.Now))
 			ch := shapingBurst(t, in.URL+"/a", 10)
 			var ok, refused int
 			probed := false
@@ -155,7 +173,7 @@ func TestShapingMaxWaitingRefunds(t *testing.T) {
 					continue
 				}
 				probed = true
-				clk.Advance(100 * time.Millisecond)
+				clk.Advance(100 * time.Millisecond * x)
 				if p := shapingGet(http.DefaultClient, in.URL+"/probe"); p.err != nil || p.status != http.StatusOK {
 					t.Errorf("probe: %d %q %v, want 200 after a wait", p.status, p.typ, p.err)
 				}
@@ -168,7 +186,7 @@ func TestShapingMaxWaitingRefunds(t *testing.T) {
 			}
 			// The burst's own waits depend on how its decisions and refunds
 			// interleave; the probe's comes after all of them.
-			if got, want := e2eWaits(t, in, "/probe", 11), []int64{300}; !slices.Equal(got, want) {
+			if got, want := e2eWaits(t, in, "/probe", 11), []int64{int64(300 * x)}; !slices.Equal(got, want) {
 				t.Errorf("the probe's decided wait %v ms, want %v (refunds applied)", got, want)
 			}
 			if up.Count() != 5 {
@@ -193,7 +211,8 @@ func TestShapingMaxWaitRefunds(t *testing.T) {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
 			clk := fakeclock.New(time.Now())
-			in, up := e2eStart(t, st, e2eAccessLog+shapingConfig("{ max_wait: 250ms }"), rlproxytest.WithNow(clk.Now))
+			x := shapingScale(st)
+			in, up := e2eStart(t, st, e2eAccessLog+shapingConfig(st, fmt.Sprintf("{ max_wait: %v }", 250*time.Millisecond*x)), rlproxytest.WithNow(clk.Now))
 			ch := shapingBurst(t, in.URL+"/a", 10)
 			var ok, refused int
 			probed := false
@@ -212,7 +231,7 @@ func TestShapingMaxWaitRefunds(t *testing.T) {
 				}
 				// Every refusal is back (refunded): probe at t0 + 150 ms.
 				probed = true
-				clk.Advance(150 * time.Millisecond)
+				clk.Advance(150 * time.Millisecond * x)
 				if p := shapingGet(http.DefaultClient, in.URL+"/probe"); p.err != nil || p.status != http.StatusOK {
 					t.Errorf("probe at t0 + 150 ms: %d %q %v, want 200 after a wait (the refused requests' water would make it 850 ms, beyond max_wait)",
 						p.status, p.typ, p.err)
@@ -224,7 +243,7 @@ func TestShapingMaxWaitRefunds(t *testing.T) {
 			if !probed {
 				t.Error("no probe sent")
 			}
-			if got, want := e2eWaits(t, in, "/probe", 11), []int64{150}; !slices.Equal(got, want) {
+			if got, want := e2eWaits(t, in, "/probe", 11), []int64{int64(150 * x)}; !slices.Equal(got, want) {
 				t.Errorf("the probe's decided wait %v ms, want %v (refunds applied)", got, want)
 			}
 			if up.Count() != 4 {
