@@ -302,8 +302,13 @@ func coreNginxModel(t *testing.T, c coreNginxCase, reqs []coreNginxReq) [][]int6
 			delay = math.MaxInt64
 		}
 	}
+	// Arrival order; within one millisecond, the accepted first: a refusal
+	// leaves the state as it was, so at the same instant nothing refused can
+	// be followed by an acceptance, and that is the order nginx took.
 	sorted := slices.Clone(reqs)
-	slices.SortStableFunc(sorted, func(a, b coreNginxReq) int { return cmp.Compare(a.at, b.at) })
+	slices.SortStableFunc(sorted, func(a, b coreNginxReq) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.status, b.status))
+	})
 	out := make([][]int64, len(c.steps))
 	var excess, last int64
 	for k, r := range sorted {
