@@ -199,7 +199,7 @@ func TestBatchTimeout(t *testing.T) {
 	st, srv := newSleepyStore(t)
 	const callers = 8
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 5, Period: 3_600_000}
-	decide1(t, st, "rl:v2:{warm}:fw", l, 1, "", base) // the store connected before the server sleeps
+	warmUp(t, st) // connected before the server sleeps
 	var slept <-chan struct{}
 	defer func() { <-slept }()
 	holdBatches(t, st, callers, func() { slept = srv.DebugSleep(t, "0.8") })

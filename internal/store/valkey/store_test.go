@@ -241,7 +241,7 @@ func TestServerDown(t *testing.T) {
 func TestTimeout(t *testing.T) {
 	st, srv := newSleepyStore(t)
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 5, Period: 3_600_000}
-	decide1(t, st, "rl:v2:{warm}:fw", l, 1, "", base) // the store connected before the server sleeps
+	warmUp(t, st) // connected before the server sleeps
 	defer func(slept <-chan struct{}) { <-slept }(srv.DebugSleep(t, "0.8"))
 	out := make([]algo.Decision, 1)
 	begin := time.Now()
