@@ -30,6 +30,9 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 		now:       opts.Now,
 		log:       opts.Log,
 	}
+	if l.metrics == nil {
+		l.metrics = metrics.Discard()
+	}
 	if l.injected = l.now != nil; !l.injected {
 		l.now = time.Now
 	}
@@ -145,9 +148,6 @@ func (l *Limiter) compilePlans(cp *config.Plans, cfg *config.Config) (*PlanSet, 
 }
 
 func (l *Limiter) countersFor(route, pol string) *metrics.PolicyCounters {
-	if l.metrics == nil {
-		return nil
-	}
 	k := route + "\x00" + pol
 	c, ok := l.counters[k]
 	if !ok {

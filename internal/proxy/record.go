@@ -23,7 +23,7 @@ type record struct {
 
 	start   time.Time
 	route   string                // "" = no route matched
-	traffic *metrics.RouteTraffic // the route's series; nil without metrics
+	traffic *metrics.RouteTraffic // the route's series
 	// decision is the access log's verdict (decisionAllowed, ...), with
 	// policy (rejected by) and waitMS (delayed).
 	decision string
@@ -122,7 +122,5 @@ func (rc *record) finish(rt *Runtime, now time.Time) {
 	if rc.route == "" {
 		t = rt.noRoute
 	}
-	if t != nil {
-		t.Observe(rc.status, now.Sub(rc.start))
-	}
+	t.Observe(rc.status, now.Sub(rc.start))
 }
