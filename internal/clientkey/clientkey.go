@@ -83,7 +83,7 @@ type Extractor struct {
 	// hashers pools keyed HMAC states: hmac.New allocates, and a hasher is
 	// not safe for concurrent use.
 	hashers sync.Pool
-	// collectors pools reqview.Collectors for fields a request may send
+	// collectors pools *reqview.Collector values for fields a request may send
 	// on several lines (Cookie).
 	collectors sync.Pool
 	// now is the clock for JWT exp/nbf (time.Now; tests inject one).
