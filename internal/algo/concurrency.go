@@ -12,8 +12,24 @@ var concurrency = Algorithm{
 	Kind: Concurrency, Name: "concurrency", Label: "concurrency", Code: "cc", Listed: 6,
 	Fields: []string{"limit", "lease"}, Required: []string{"limit"},
 	MaxCount: MaxCount, Var: true, Leases: true,
-	quota: countQuota, decide: concurrencyDecide, refund: concurrencyRefund,
-	idle: concurrencyIdle, params: concurrencyParams,
+	params: concurrencyParams,
+}
+
+// concurrencyOp performs operation o of the concurrency limit (Limit.run).
+// Concurrency has no unconditional charge: it counts requests in flight,
+// not cost.
+func concurrencyOp(o op, l *Limit, d *Decision, s *State, now, cost int64, lease string) int64 {
+	switch o {
+	case opDecide:
+		concurrencyDecide(l, d, s, now, cost, lease)
+	case opRefund:
+		concurrencyRefund(l, s, now, cost, lease)
+	case opIdle:
+		return concurrencyIdle(l, s, now)
+	case opQuota:
+		return l.Count
+	}
+	return 0
 }
 
 // concurrencyDecide acquires or refreshes the lease id when cost > 0 and

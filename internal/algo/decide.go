@@ -66,11 +66,11 @@ func (l *Limit) DecideInto(d *Decision, s *State, now, cost int64, lease string)
 	switch {
 	case a == nil:
 		*d = Decision{}
-	case !a.Leases && cost > a.quota(l):
-		a.decide(l, d, s, now, 0, lease)
+	case !a.Leases && cost > l.Quota():
+		l.run(opDecide, d, s, now, 0, lease)
 		d.Allowed, d.Wait = false, 0
 	default:
-		a.decide(l, d, s, now, cost, lease)
+		l.run(opDecide, d, s, now, cost, lease)
 	}
 }
 
@@ -91,8 +91,8 @@ func (l *Limit) Refund(s *State, now, cost int64) {
 // drops that lease (leases already expired at now go too, as in
 // State.Release); the other kinds ignore lease.
 func (l *Limit) RefundLease(s *State, now, cost int64, lease string) {
-	if a := Describe(l.Kind); a != nil && cost > 0 {
-		a.refund(l, s, now, cost, lease)
+	if cost > 0 {
+		l.run(opRefund, nil, s, now, cost, lease)
 	}
 }
 
@@ -108,7 +108,7 @@ func (l *Limit) RefundLease(s *State, now, cost int64, lease string) {
 // quota. cost ≤ 0 changes nothing, nor does it change Concurrency (it
 // counts requests in flight, not cost).
 func (l *Limit) ForceCharge(s *State, now, cost int64) {
-	if a := Describe(l.Kind); a != nil && a.charge != nil && cost > 0 {
-		a.charge(l, s, now, min(cost, a.quota(l)))
+	if cost > 0 {
+		l.run(opCharge, nil, s, now, min(cost, l.Quota()), "")
 	}
 }

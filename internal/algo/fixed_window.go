@@ -12,8 +12,24 @@ var fixedWindow = Algorithm{
 	Kind: FixedWindow, Name: "fixed_window", Label: "fixed window", Code: "fw", Listed: 3,
 	Fields: []string{"limit", "window", "calendar", "timezone"}, Required: []string{"limit"},
 	MaxCount: MaxWindowCount,
-	quota:    countQuota, decide: fixedDecide, refund: fixedRefund, charge: fixedCharge,
-	idle: fixedIdle, params: windowParams,
+	params:   windowParams,
+}
+
+// fixedWindowOp performs operation o of the fixed window (Limit.run).
+func fixedWindowOp(o op, l *Limit, d *Decision, s *State, now, cost int64, lease string) int64 {
+	switch o {
+	case opDecide:
+		fixedDecide(l, d, s, now, cost, lease)
+	case opRefund:
+		fixedRefund(l, s, now, cost, lease)
+	case opCharge:
+		fixedCharge(l, s, now, cost)
+	case opIdle:
+		return fixedIdle(l, s, now)
+	case opQuota:
+		return l.Count
+	}
+	return 0
 }
 
 // fixedDecide is the fixed window: accepted while n + cost ≤ Count.
@@ -65,9 +81,6 @@ func fixedIdle(l *Limit, s *State, _ int64) int64 {
 	}
 	return 0
 }
-
-// countQuota is a window's or Concurrency's quota: Count.
-func countQuota(l *Limit) int64 { return l.Count }
 
 // windowParams is a window limit's description after its label: "100
 // per 1h", "100 per calendar month (UTC)".

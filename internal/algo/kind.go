@@ -26,8 +26,9 @@ const (
 )
 
 // kinds is every algorithm's descriptor, indexed by its Kind (0: none).
-// Adding an algorithm is a Kind above, a line here and the file that
-// defines its Algorithm (docs/DESIGN.md "Adding an algorithm").
+// Adding an algorithm is a Kind above, a line here, a case in Limit.run
+// and the file that defines its Algorithm and operations (docs/DESIGN.md
+// "Adding an algorithm").
 var kinds = [...]*Algorithm{
 	FixedWindow:   &fixedWindow,
 	SlidingLog:    &slidingLog,
@@ -38,9 +39,9 @@ var kinds = [...]*Algorithm{
 }
 
 // Algorithm describes one Kind: its names, the fields that configure it
-// and its operations. The stores, the config decoder, the policy layer and
-// the Valkey script builder read it, so an algorithm's name and rules are
-// written once, in its own file.
+// and its rules. The stores, the config decoder, the policy layer and the
+// Valkey script builder read it, so an algorithm's name and rules are
+// written once, in its own file, beside its operations (Limit.run).
 type Algorithm struct {
 	Kind Kind
 	// Name is the config's `algorithm:` value ("token_bucket"); the Valkey
@@ -75,14 +76,6 @@ type Algorithm struct {
 	// charged unconditionally.
 	Leases bool
 
-	quota  func(l *Limit) int64
-	decide func(l *Limit, d *Decision, s *State, now, cost int64, lease string)
-	refund func(l *Limit, s *State, now, cost int64, lease string)
-	// charge is ForceCharge of a cost at most the quota; nil: none.
-	charge func(l *Limit, s *State, now, cost int64)
-	idle   func(l *Limit, s *State, now int64) int64
-	// idleAfter is IdleAfterCharge; nil: the decision's ResetAfter.
-	idleAfter func(l *Limit, d *Decision) int64
 	// params is Limit.String after the label ("10 r/s (burst 20)").
 	params func(l *Limit) string
 }
@@ -101,9 +94,9 @@ func Describe(k Kind) *Algorithm {
 	return nil
 }
 
-// Charges reports whether ForceCharge changes the algorithm's state (all
-// but Concurrency).
-func (a *Algorithm) Charges() bool { return a.charge != nil }
+// Charges reports whether ForceCharge changes the algorithm's state: all
+// but those that count leases.
+func (a *Algorithm) Charges() bool { return !a.Leases }
 
 // Has reports whether field is one of a's config Fields.
 func (a *Algorithm) Has(field string) bool {
@@ -122,4 +115,41 @@ func (k Kind) String() string {
 		return a.Label
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// op is one operation of an algorithm (Limit.run).
+type op uint8
+
+const (
+	opDecide    op = iota // DecideInto's decision of a cost ≤ quota
+	opRefund              // RefundLease of a cost > 0
+	opCharge              // ForceCharge of a cost in 1..quota
+	opIdle                // the Unix ms at which s is idle (≤ now: idle)
+	opIdleAfter           // IdleAfterCharge, 0 for d.ResetAfter
+	opQuota               // Quota
+)
+
+// run performs operation o of l's algorithm, through the function of its
+// file (fixedWindowOp, …), and returns the operation's number (0 for those
+// that write *d or *s). It is the one switch over the kinds: the calls are
+// static, so a caller's State and Decision stay on its stack (a call
+// through a function value, such as a field of Algorithm, would move them
+// to the heap: escape analysis cannot see through it, and the memory
+// store's decisions would allocate).
+func (l *Limit) run(o op, d *Decision, s *State, now, cost int64, lease string) int64 {
+	switch l.Kind {
+	case FixedWindow:
+		return fixedWindowOp(o, l, d, s, now, cost, lease)
+	case SlidingLog:
+		return slidingLogOp(o, l, d, s, now, cost, lease)
+	case SlidingWindow:
+		return slidingWindowOp(o, l, d, s, now, cost, lease)
+	case TokenBucket:
+		return tokenBucketOp(o, l, d, s, now, cost, lease)
+	case LeakyBucket:
+		return leakyBucketOp(o, l, d, s, now, cost, lease)
+	case Concurrency:
+		return concurrencyOp(o, l, d, s, now, cost, lease)
+	}
+	return 0
 }

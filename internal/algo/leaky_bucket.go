@@ -11,8 +11,24 @@ var leakyBucket = Algorithm{
 	Kind: LeakyBucket, Name: "leaky_bucket", Label: "leaky bucket", Code: "lb", Listed: 1,
 	Fields: []string{"rate", "burst", "nodelay", "delay"}, Required: []string{"rate"},
 	MaxCount: MaxCount, Bucket: true,
-	quota: leakyQuota, decide: leakyDecide, refund: leakyRefund, charge: leakyCharge,
-	idle: leakyIdle, params: leakyParams,
+	params: leakyParams,
+}
+
+// leakyBucketOp performs operation o of the leaky bucket (Limit.run).
+func leakyBucketOp(o op, l *Limit, d *Decision, s *State, now, cost int64, lease string) int64 {
+	switch o {
+	case opDecide:
+		leakyDecide(l, d, s, now, cost, lease)
+	case opRefund:
+		leakyRefund(l, s, now, cost, lease)
+	case opCharge:
+		leakyCharge(l, s, now, cost)
+	case opIdle:
+		return leakyIdle(l, s, now)
+	case opQuota: // the request that fills the bucket counts too (nginx)
+		return l.Burst + 1
+	}
+	return 0
 }
 
 // leakyDecide adds cost requests of water if it stays within the burst.
@@ -72,10 +88,6 @@ func leakyIdle(l *Limit, s *State, now int64) int64 {
 	}
 	return now + ceilDiv(l.leakyLevel(s, now)+l.Period, l.Count)
 }
-
-// leakyQuota is Burst + 1: the request that fills the bucket counts, as
-// nginx accepts burst excess requests beyond the first.
-func leakyQuota(l *Limit) int64 { return l.Burst + 1 }
 
 // leakyParams is "10 r/s (burst 20, nodelay)".
 func leakyParams(l *Limit) string {

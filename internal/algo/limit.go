@@ -39,7 +39,7 @@ const (
 // instant from idle. Token bucket: Burst; leaky bucket: Burst+1 (counting
 // delayed ones); windows and Concurrency: Count.
 func (l *Limit) Quota() int64 {
-	return kinds[l.Kind].quota(l)
+	return l.run(opQuota, nil, nil, 0, 0, "")
 }
 
 // WindowMillis is w of RateLimit-Policy in ms (headers round it up to whole
@@ -97,7 +97,7 @@ func (l *Limit) windowEnd(id int64, n int) int64 {
 // prev is non-zero); sliding log: the newest entry leaves; Concurrency: the
 // latest lease expires.
 func (l *Limit) IdleMillis(s *State, now int64) int64 {
-	return max(kinds[l.Kind].idle(l, s, now)-now, 0)
+	return max(l.run(opIdle, nil, s, now, 0, "")-now, 0)
 }
 
 // IdleAfterCharge is IdleMillis (ms from now until idle) of the state that
@@ -111,8 +111,8 @@ func (l *Limit) IdleMillis(s *State, now int64) int64 {
 // IdleMillis. A calendar counter's next period may be shorter than
 // Period (the unit's longest): there the result is an upper bound.
 func (l *Limit) IdleAfterCharge(d *Decision) int64 {
-	if f := kinds[l.Kind].idleAfter; f != nil {
-		return f(l, d)
+	if after := l.run(opIdleAfter, d, nil, 0, 0, ""); after != 0 {
+		return after
 	}
 	return d.ResetAfter
 }

@@ -8,8 +8,24 @@ var slidingLog = Algorithm{
 	Kind: SlidingLog, Name: "sliding_log", Label: "sliding log", Code: "sl", Listed: 4,
 	Fields: []string{"limit", "window"}, Required: []string{"limit", "window"},
 	MaxCount: MaxLogCount, Var: true,
-	quota: countQuota, decide: logDecide, refund: logRefund, charge: logCharge,
-	idle: logIdle, params: windowParams,
+	params: windowParams,
+}
+
+// slidingLogOp performs operation o of the sliding log (Limit.run).
+func slidingLogOp(o op, l *Limit, d *Decision, s *State, now, cost int64, lease string) int64 {
+	switch o {
+	case opDecide:
+		logDecide(l, d, s, now, cost, lease)
+	case opRefund:
+		logRefund(l, s, now, cost, lease)
+	case opCharge:
+		logCharge(l, s, now, cost)
+	case opIdle:
+		return logIdle(l, s, now)
+	case opQuota:
+		return l.Count
+	}
+	return 0
 }
 
 // logDecide accepts while the live entries plus cost stay within Count.

@@ -8,8 +8,26 @@ var slidingWindow = Algorithm{
 	Kind: SlidingWindow, Name: "sliding_window", Label: "sliding counter", Code: "sw", Listed: 5,
 	Fields: []string{"limit", "window", "calendar", "timezone"}, Required: []string{"limit"},
 	MaxCount: MaxWindowCount,
-	quota:    countQuota, decide: slidingDecide, refund: slidingRefund, charge: slidingCharge,
-	idle: slidingIdle, idleAfter: slidingIdleAfter, params: windowParams,
+	params:   windowParams,
+}
+
+// slidingWindowOp performs operation o of the sliding window counter (Limit.run).
+func slidingWindowOp(o op, l *Limit, d *Decision, s *State, now, cost int64, lease string) int64 {
+	switch o {
+	case opDecide:
+		slidingDecide(l, d, s, now, cost, lease)
+	case opRefund:
+		slidingRefund(l, s, now, cost, lease)
+	case opCharge:
+		slidingCharge(l, s, now, cost)
+	case opIdle:
+		return slidingIdle(l, s, now)
+	case opIdleAfter:
+		return slidingIdleAfter(l, d)
+	case opQuota:
+		return l.Count
+	}
+	return 0
 }
 
 // slidingDecide decides the counter at now.

@@ -10,8 +10,24 @@ var tokenBucket = Algorithm{
 	Kind: TokenBucket, Name: "token_bucket", Label: "token bucket", Code: "tb", Listed: 2,
 	Fields: []string{"rate", "burst"}, Required: []string{"rate", "burst"},
 	MaxCount: MaxCount, MinBurst: 1, Bucket: true,
-	quota: burstQuota, decide: tokenDecide, refund: tokenRefund, charge: tokenCharge,
-	idle: tokenIdle, params: tokenParams,
+	params: tokenParams,
+}
+
+// tokenBucketOp performs operation o of the token bucket (Limit.run).
+func tokenBucketOp(o op, l *Limit, d *Decision, s *State, now, cost int64, lease string) int64 {
+	switch o {
+	case opDecide:
+		tokenDecide(l, d, s, now, cost, lease)
+	case opRefund:
+		tokenRefund(l, s, now, cost, lease)
+	case opCharge:
+		tokenCharge(l, s, now, cost)
+	case opIdle:
+		return tokenIdle(l, s, now)
+	case opQuota:
+		return l.Burst
+	}
+	return 0
 }
 
 // tokenDecide takes cost tokens if there are that many.
@@ -107,9 +123,6 @@ func encodeDeficit(d, full int64) int64 {
 	}
 	return d
 }
-
-// burstQuota is the token bucket's quota: Burst.
-func burstQuota(l *Limit) int64 { return l.Burst }
 
 // tokenParams is "10 r/s (burst 20)".
 func tokenParams(l *Limit) string {
