@@ -400,26 +400,3 @@ func TestTokenBucketReloadedBurst(t *testing.T) {
 		t.Fatalf("one refill after lowering: %+v, want accepted", d)
 	}
 }
-
-// TestGCRAIsTheTokenBucket: GCRA decides, refunds and charges exactly as
-// the token bucket of the same rate and burst, over the reference patterns.
-func TestGCRAIsTheTokenBucket(t *testing.T) {
-	tb := Limit{Kind: TokenBucket, Count: 1, Period: 1000, Burst: 10}
-	gc := tb
-	gc.Kind = GCRA
-	for _, p := range ReferencePatterns() {
-		var st, sg State
-		for i, now := range p.Times {
-			if dt, dg := tb.Decide(&st, now, 1), gc.Decide(&sg, now, 1); dt != dg || st.A != sg.A || st.B != sg.B {
-				t.Fatalf("%s #%d: token bucket %+v, GCRA %+v", p.Name, i, dt, dg)
-			}
-			tb.ForceCharge(&st, now, int64(i%3))
-			gc.ForceCharge(&sg, now, int64(i%3))
-			tb.Refund(&st, now, int64(i%2))
-			gc.Refund(&sg, now, int64(i%2))
-		}
-	}
-	if got := gc.String(); got != "GCRA 1 r/s (burst 10)" {
-		t.Errorf("String = %q", got)
-	}
-}

@@ -23,9 +23,6 @@ const (
 	LeakyBucket
 	// Concurrency limits in-flight requests per key to Count (leases).
 	Concurrency
-	// GCRA is the token bucket under the name of the generic cell rate
-	// algorithm (ITU-T I.371), as redis-cell and throttled call it.
-	GCRA
 )
 
 // kinds is every algorithm's descriptor, indexed by its Kind (0: none).
@@ -39,7 +36,6 @@ var kinds = [...]*Algorithm{
 	TokenBucket:   &tokenBucket,
 	LeakyBucket:   &leakyBucket,
 	Concurrency:   &concurrency,
-	GCRA:          &gcra,
 }
 
 // Algorithm describes one Kind: its names, the fields that configure it
@@ -154,8 +150,6 @@ func (l *Limit) run(o op, d *Decision, s *State, now, cost int64, lease string) 
 		return leakyBucketOp(o, l, d, s, now, cost, lease)
 	case Concurrency:
 		return concurrencyOp(o, l, d, s, now, cost, lease)
-	case GCRA:
-		return tokenBucketOp(o, l, d, s, now, cost, lease)
 	}
 	return 0
 }

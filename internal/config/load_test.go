@@ -53,7 +53,7 @@ testdata/many_mistakes.yaml:10: policies.api.burst: -1: want a whole number from
 testdata/many_mistakes.yaml:11: policies.api.key[2]: "cookie:session": never used: "ip" before it is always present
 testdata/many_mistakes.yaml:15: policies.hourly.window: "9000h": must be at most 366 days (8784h)
 testdata/many_mistakes.yaml:16: policies.hourly.key: "hedaer:X-API-Key": unknown key source; want ip, global, header:NAME, query:NAME, cookie:NAME, jwt:CLAIM or tls:FIELD; did you mean "header"?
-testdata/many_mistakes.yaml:18: policies.pool.algorithm: "concurency": want leaky_bucket, token_bucket, fixed_window, sliding_log, sliding_window, concurrency or gcra; did you mean "concurrency"?
+testdata/many_mistakes.yaml:18: policies.pool.algorithm: "concurency": want leaky_bucket, token_bucket, fixed_window, sliding_log, sliding_window or concurrency; did you mean "concurrency"?
 testdata/many_mistakes.yaml:22: routes[0].match.path: "api": must start with /
 testdata/many_mistakes.yaml:22: routes[0].match.methods[1]: "get": listed twice
 testdata/many_mistakes.yaml:24: routes[0].policies[1]: "api": listed twice
@@ -108,7 +108,7 @@ func TestSmallMistakes(t *testing.T) {
 		{"zero window", "algorithm: fixed_window\n    limit: 5\n    window: 0s", `policies.p.window: "0s": must be greater than 0`},
 		{"window not a duration", "algorithm: fixed_window\n    limit: 5\n    window: 1 hour", `policies.p.window: "1 hour": want a duration such as 500ms, 10s, 1h`},
 		{"window rate too high", "algorithm: fixed_window\n    limit: 2000\n    window: 1ms", `policies.p.limit: 2000 per 1ms is more than 1000000 r/s`},
-		{"no algorithm", "rate: 1r/s", `policies.p.algorithm: required; want leaky_bucket, token_bucket, fixed_window, sliding_log, sliding_window, concurrency or gcra`},
+		{"no algorithm", "rate: 1r/s", `policies.p.algorithm: required; want leaky_bucket, token_bucket, fixed_window, sliding_log, sliding_window or concurrency`},
 		{"ipv6 prefix", "algorithm: leaky_bucket\n    rate: 1r/s\n    ipv6_prefix: 129", `policies.p.ipv6_prefix: 129: want a whole number from 0 to 128`},
 		{"ipv4 prefix", "algorithm: leaky_bucket\n    rate: 1r/s\n    ipv4_prefix: -1", `policies.p.ipv4_prefix: -1: want a whole number from 0 to 32`},
 		{"on_store_error", "algorithm: leaky_bucket\n    rate: 1r/s\n    on_store_error: block", `policies.p.on_store_error: "block": want allow or deny`},
@@ -381,23 +381,5 @@ func TestRateForms(t *testing.T) {
 		if got := c.Policies["p"].Limit; got != want {
 			t.Errorf("%s: %+v, want %+v", tt.rate, got, want)
 		}
-	}
-}
-
-// TestGCRA: `algorithm: gcra` takes a token bucket's rate and burst, and
-// the burst is required.
-func TestGCRA(t *testing.T) {
-	const head = "upstreams: { a: { builtin: echo } }\nroutes: [{ name: r, upstream: a, policies: [p] }]\n"
-	c, err := ParseWith("x.yaml", []byte(head+"policies: { p: { algorithm: gcra, rate: 2r/s, burst: 4 } }\n"), LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := algo.Limit{Kind: algo.GCRA, Count: 2, Period: 1000, Burst: 4}
-	if got := c.Policies["p"].Limit; got != want {
-		t.Errorf("%+v, want %+v", got, want)
-	}
-	_, err = ParseWith("x.yaml", []byte(head+"policies: { p: { algorithm: gcra, rate: 2r/s } }\n"), LoadOptions{})
-	if err == nil || !strings.Contains(err.Error(), "policies.p.burst: required for gcra") {
-		t.Errorf("no burst: %v", err)
 	}
 }

@@ -113,7 +113,7 @@ func TestDifferentialReference(t *testing.T) {
 }
 
 // diffKinds orders diffLimits so seeded traffic is reproducible.
-var diffKinds = []algo.Kind{algo.FixedWindow, algo.SlidingLog, algo.SlidingWindow, algo.TokenBucket, algo.LeakyBucket, algo.Concurrency, algo.GCRA}
+var diffKinds = []algo.Kind{algo.FixedWindow, algo.SlidingLog, algo.SlidingWindow, algo.TokenBucket, algo.LeakyBucket, algo.Concurrency}
 
 // diffLimits are the limits of the random differential traffic, per kind:
 // 3r/s, 30r/m, 1r/m and 10 per 10 s, with bucket variants.
@@ -147,10 +147,6 @@ var diffLimits = map[algo.Kind][]algo.Limit{
 		{Kind: algo.LeakyBucket, Count: 30, Period: 60_000},
 		{Kind: algo.LeakyBucket, Count: 1, Period: 60_000, Burst: 3, NoDelay: true},
 		{Kind: algo.LeakyBucket, Count: 1, Period: 1000, Burst: 9},
-	},
-	algo.GCRA: {
-		{Kind: algo.GCRA, Count: 3, Period: 1000, Burst: 5},
-		{Kind: algo.GCRA, Count: 1, Period: 1000, Burst: 10},
 	},
 	algo.Concurrency: {
 		{Kind: algo.Concurrency, Count: 3, Period: 1000},
