@@ -191,7 +191,7 @@ func (s *Store) withTimeout(ctx context.Context) (context.Context, context.Cance
 const (
 	modeDecide = "0" // decide, charge all or none
 	modeCheck  = "1" // decide, write nothing; accepted checks report cost-0 values
-	modeRefund = "2" // undo a charge made at now (lua/refund.lua)
+	modeRefund = "2" // undo a charge made at now (refund_<name> in lua/<name>.lua)
 )
 
 // Decide implements store.Store: one script run decides all checks
@@ -208,8 +208,8 @@ const (
 // the decision and nothing was charged. Otherwise it charges the groups in
 // slot order; should a group refuse now — another request charged it
 // between the check and the charge — the groups already charged are
-// refunded (lua/refund.lua undoes exactly their charge) and the request is
-// refused. The refund makes "a refused request is charged by none" hold
+// refunded (each algorithm's refund_<name> in lua/<name>.lua undoes
+// exactly their charge) and the request is refused. The refund makes "a refused request is charged by none" hold
 // again, but not atomically: between a group's charge and its refund (one
 // round trip) other requests see it charged and may be refused for it,
 // i.e. the race can only make limiting briefly stricter, never let more
@@ -336,10 +336,10 @@ func (s *Store) run(ctx context.Context, c valkeygo.Client, mode string, checks 
 }
 
 // Refund implements store.Store: the script's refund mode
-// (lua/refund.lua, the inverse package algo's RefundLease mirrors) undoes
-// the charge that an accepted Decide of checks made at now. now must be
-// the time Decide returned (the server's TIME when it was called with 0);
-// 0 here would mean the server's TIME again, which undoes nothing useful.
+// (refund_<name> in lua/<name>.lua, the inverse package algo's
+// RefundLease mirrors) undoes the charge that an accepted Decide of
+// checks made at now. now must be the time Decide returned (the server's
+// TIME when it was called with 0); 0 here would mean the server's TIME again, which undoes nothing useful.
 // On a Cluster, checks in several hash slots are refunded one slot group
 // at a time (not atomically across groups, like the split Decide).
 // Errors: connecting, timeout, a script error; groups before the failing
