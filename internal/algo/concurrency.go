@@ -26,8 +26,6 @@ func concurrencyOp(o op, l *Limit, d *Decision, s *State, now, cost int64, lease
 		concurrencyRefund(l, s, now, cost, lease)
 	case opIdle:
 		return concurrencyIdle(l, s, now)
-	case opQuota:
-		return l.Count
 	}
 	return 0
 }

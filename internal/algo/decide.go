@@ -66,7 +66,7 @@ func (l *Limit) DecideInto(d *Decision, s *State, now, cost int64, lease string)
 	switch {
 	case a == nil:
 		*d = Decision{}
-	case !a.Leases && cost > l.Quota():
+	case !a.Leases && cost > a.Quota.quota(l):
 		l.run(opDecide, d, s, now, 0, lease)
 		d.Allowed, d.Wait = false, 0
 	default:

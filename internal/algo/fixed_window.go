@@ -26,8 +26,6 @@ func fixedWindowOp(o op, l *Limit, d *Decision, s *State, now, cost int64, lease
 		fixedCharge(l, s, now, cost)
 	case opIdle:
 		return fixedIdle(l, s, now)
-	case opQuota:
-		return l.Count
 	}
 	return 0
 }

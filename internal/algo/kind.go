@@ -65,6 +65,12 @@ type Algorithm struct {
 	MaxCount int64
 	// MinBurst is the smallest Burst; Burst applies when "burst" is a Field.
 	MinBurst int64
+	// Quota is how Limit.Quota derives q from the limit.
+	Quota QuotaRule
+	// WeighsNext marks a charge that still weighs in the next window (the
+	// sliding counter's prev): a charged state is idle Period after its
+	// ResetAfter (IdleAfterCharge).
+	WeighsNext bool
 	// Bucket marks bucket arithmetic (units of Period per request), whose
 	// Count·Period and Burst·Period Validate bounds by MaxUnits.
 	Bucket bool
@@ -78,6 +84,32 @@ type Algorithm struct {
 
 	// params is Limit.String after the label ("10 r/s (burst 20)").
 	params func(l *Limit) string
+}
+
+// QuotaRule is how an algorithm's quota q (Limit.Quota: requests accepted
+// at one instant from idle) follows from its limit.
+type QuotaRule uint8
+
+// The quota rules.
+const (
+	// QuotaCount: q is Count (windows, Concurrency).
+	QuotaCount QuotaRule = iota
+	// QuotaBurst: q is Burst (the token bucket's capacity).
+	QuotaBurst
+	// QuotaBurstAndOne: q is Burst + 1 (nginx's burst is the excess
+	// beyond the request that fills the bucket).
+	QuotaBurstAndOne
+)
+
+// quota is q of l under rule r.
+func (r QuotaRule) quota(l *Limit) int64 {
+	switch r {
+	case QuotaBurst:
+		return l.Burst
+	case QuotaBurstAndOne:
+		return l.Burst + 1
+	}
+	return l.Count
 }
 
 // Kinds returns every algorithm's descriptor in Kind order. The
@@ -121,12 +153,10 @@ func (k Kind) String() string {
 type op uint8
 
 const (
-	opDecide    op = iota // DecideInto's decision of a cost ≤ quota
-	opRefund              // RefundLease of a cost > 0
-	opCharge              // ForceCharge of a cost in 1..quota
-	opIdle                // the Unix ms at which s is idle (≤ now: idle)
-	opIdleAfter           // IdleAfterCharge, 0 for d.ResetAfter
-	opQuota               // Quota
+	opDecide op = iota // DecideInto's decision of a cost ≤ quota
+	opRefund           // RefundLease of a cost > 0
+	opCharge           // ForceCharge of a cost in 1..quota
+	opIdle             // the Unix ms at which s is idle (≤ now: idle)
 )
 
 // run performs operation o of l's algorithm, through the function of its

@@ -10,7 +10,7 @@ import "fmt"
 var leakyBucket = Algorithm{
 	Kind: LeakyBucket, Name: "leaky_bucket", Label: "leaky bucket", Code: "lb", Listed: 1,
 	Fields: []string{"rate", "burst", "nodelay", "delay"}, Required: []string{"rate"},
-	MaxCount: MaxCount, Bucket: true,
+	MaxCount: MaxCount, Bucket: true, Quota: QuotaBurstAndOne,
 	params: leakyParams,
 }
 
@@ -25,8 +25,6 @@ func leakyBucketOp(o op, l *Limit, d *Decision, s *State, now, cost int64, lease
 		leakyCharge(l, s, now, cost)
 	case opIdle:
 		return leakyIdle(l, s, now)
-	case opQuota: // the request that fills the bucket counts too (nginx)
-		return l.Burst + 1
 	}
 	return 0
 }

@@ -39,7 +39,7 @@ const (
 // instant from idle. Token bucket: Burst; leaky bucket: Burst+1 (counting
 // delayed ones); windows and Concurrency: Count.
 func (l *Limit) Quota() int64 {
-	return l.run(opQuota, nil, nil, 0, 0, "")
+	return kinds[l.Kind].Quota.quota(l)
 }
 
 // WindowMillis is w of RateLimit-Policy in ms (headers round it up to whole
@@ -104,15 +104,15 @@ func (l *Limit) IdleMillis(s *State, now int64) int64 {
 // an accepted DecideLease or DecideInto with cost > 0 has just written, at
 // the same now, read off its Decision d rather than recomputed: the memory
 // store saves the two divisions of a bucket's IdleMillis on every charge.
-// It is d.ResetAfter for every kind but the sliding window counter, whose
-// charged count still weighs as prev for one window more: d.ResetAfter +
-// Period. (Concurrency without a lease only peeks; the equality holds for
+// It is d.ResetAfter for every kind but those whose charge still weighs
+// in the next window (Algorithm.WeighsNext: the sliding window counter's
+// count weighs as prev for one window more): d.ResetAfter + Period. (Concurrency without a lease only peeks; the equality holds for
 // that unchanged state too.) For anything else, e.g. a refused d, use
 // IdleMillis. A calendar counter's next period may be shorter than
 // Period (the unit's longest): there the result is an upper bound.
 func (l *Limit) IdleAfterCharge(d *Decision) int64 {
-	if after := l.run(opIdleAfter, d, nil, 0, 0, ""); after != 0 {
-		return after
+	if kinds[l.Kind].WeighsNext {
+		return d.ResetAfter + l.Period
 	}
 	return d.ResetAfter
 }

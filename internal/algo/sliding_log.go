@@ -22,8 +22,6 @@ func slidingLogOp(o op, l *Limit, d *Decision, s *State, now, cost int64, lease 
 		logCharge(l, s, now, cost)
 	case opIdle:
 		return logIdle(l, s, now)
-	case opQuota:
-		return l.Count
 	}
 	return 0
 }

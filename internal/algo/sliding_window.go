@@ -7,8 +7,8 @@ package algo
 var slidingWindow = Algorithm{
 	Kind: SlidingWindow, Name: "sliding_window", Label: "sliding counter", Code: "sw", Listed: 5,
 	Fields: []string{"limit", "window", "calendar", "timezone"}, Required: []string{"limit"},
-	MaxCount: MaxWindowCount,
-	params:   windowParams,
+	MaxCount: MaxWindowCount, WeighsNext: true,
+	params: windowParams,
 }
 
 // slidingWindowOp performs operation o of the sliding window counter (Limit.run).
@@ -22,10 +22,6 @@ func slidingWindowOp(o op, l *Limit, d *Decision, s *State, now, cost int64, lea
 		slidingCharge(l, s, now, cost)
 	case opIdle:
 		return slidingIdle(l, s, now)
-	case opIdleAfter:
-		return slidingIdleAfter(l, d)
-	case opQuota:
-		return l.Count
 	}
 	return 0
 }
@@ -85,10 +81,6 @@ func slidingIdle(l *Limit, s *State, _ int64) int64 {
 	}
 	return 0
 }
-
-// slidingIdleAfter is IdleAfterCharge: the charged count weighs as prev
-// for one window more.
-func slidingIdleAfter(l *Limit, d *Decision) int64 { return d.ResetAfter + l.Period }
 
 // slidingCount decides the sliding window counter at el ms into a window
 // of w ms followed by one of wn ms (they differ for calendar periods), with

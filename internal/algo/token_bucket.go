@@ -9,7 +9,7 @@ import "fmt"
 var tokenBucket = Algorithm{
 	Kind: TokenBucket, Name: "token_bucket", Label: "token bucket", Code: "tb", Listed: 2,
 	Fields: []string{"rate", "burst"}, Required: []string{"rate", "burst"},
-	MaxCount: MaxCount, MinBurst: 1, Bucket: true,
+	MaxCount: MaxCount, MinBurst: 1, Bucket: true, Quota: QuotaBurst,
 	params: tokenParams,
 }
 
@@ -24,8 +24,6 @@ func tokenBucketOp(o op, l *Limit, d *Decision, s *State, now, cost int64, lease
 		tokenCharge(l, s, now, cost)
 	case opIdle:
 		return tokenIdle(l, s, now)
-	case opQuota:
-		return l.Burst
 	}
 	return 0
 }
