@@ -77,6 +77,15 @@ func (h *Header) nameIs(f field, name string) bool {
 	return int(f.name.end-f.name.off) == len(name) && equalFold(h.buf[f.name.off:f.name.end], name)
 }
 
+// unsafeString views b as a string without copying; b must not change
+// while the string is used.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
 // reset empties h over buf, keeping the field slice's capacity.
 func (h *Header) reset(buf []byte) {
 	h.buf = buf

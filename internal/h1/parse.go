@@ -4,7 +4,7 @@ import "golang.org/x/net/http/httpguts"
 
 // parse reads the complete head b (ending with an empty line) into r.
 func (r *Request) parse(b []byte) Reason {
-	*r = Request{Header: r.Header, Peer: r.Peer, TLS: r.TLS, host: -1}
+	*r = Request{Header: r.Header, Peer: r.Peer, TLS: r.TLS, Body: r.Body, host: -1}
 	r.reset(b)
 	line := lineEnd(b, 0)
 	if why := r.requestLine(b[:line]); why != OK {
@@ -92,6 +92,7 @@ func parseField(b []byte, pos, end int) (field, Reason) {
 type fieldScan struct {
 	lengths, te, hosts int
 	keepAlive, connUp  bool
+	chunked            bool // the last Transfer-Encoding ends with chunked
 	upgradeField       bool
 }
 
@@ -111,6 +112,9 @@ func (s *fieldScan) note(r *Request, f field) Reason {
 		r.Length = n
 	case equalFold(name, "transfer-encoding"):
 		s.te++
+		if r.minor == 0 {
+			return ChunkedOnHTTP10
+		}
 		if s.te > 1 || !equalFold(v, "chunked") {
 			return BadTransferEncoding
 		}
@@ -136,8 +140,6 @@ func (s *fieldScan) note(r *Request, f field) Reason {
 // read (RFC 9112 §6.1, §6.3, §9.3).
 func (s *fieldScan) finish(r *Request) Reason {
 	switch {
-	case s.te > 0 && r.minor == 0:
-		return ChunkedOnHTTP10
 	case s.te > 0 && s.lengths > 0:
 		return LengthAndChunked
 	case s.hosts == 0 && r.minor == 1 && r.Method() != "CONNECT":

@@ -22,7 +22,7 @@ const (
 	DupContentLength           // Content-Length sent twice (RFC 9112 §6.3 point 5)
 	BadTransferEncoding        // Transfer-Encoding other than one final "chunked" (RFC 9112 §6.3 point 4)
 	LengthAndChunked           // Content-Length and Transfer-Encoding both (RFC 9112 §6.1)
-	ChunkedOnHTTP10            // Transfer-Encoding in an HTTP/1.0 message (RFC 9112 §6.1)
+	ChunkedOnHTTP10            // any Transfer-Encoding in an HTTP/1.0 message (RFC 9112 §6.1)
 	BadHost                    // Host missing (HTTP/1.1), repeated, or not a valid host (RFC 9112 §3.2)
 	HeadTooLarge               // the head is longer than Limits.MaxHead
 	LineTooLong                // one line is longer than Limits.MaxLine

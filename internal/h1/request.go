@@ -62,6 +62,9 @@ type Request struct {
 	upgrade   bool // Connection: upgrade with an Upgrade field
 	expect100 bool // Expect: 100-continue
 
+	// Body is the request body, read by the handler.
+	Body *Body
+
 	// Peer is the client's address as the connection reports it; TLS is
 	// the connection's TLS state, nil on a cleartext connection.
 	Peer netip.AddrPort
