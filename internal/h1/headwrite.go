@@ -122,8 +122,8 @@ func dropped(h *Header, name []byte, e *Edits) bool {
 			return true
 		}
 	}
-	if !e.Upgrade && equalFold(name, "upgrade") {
-		return true
+	if equalFold(name, "upgrade") {
+		return !e.Upgrade
 	}
 	for _, d := range e.Drop {
 		if equalFold(name, d) {

@@ -129,7 +129,12 @@ func (s *fieldScan) note(r *Request, f field) Reason {
 		s.keepAlive = s.keepAlive || hasToken(v, "keep-alive")
 		s.connUp = s.connUp || hasToken(v, "upgrade")
 	case equalFold(name, "upgrade"):
-		s.upgradeField = true
+		// "h2c" is dropped (RFC 9113 §3.1 removed the upgrade): only
+		// another protocol makes the request an upgrade.
+		eachToken(v, func(t []byte) bool {
+			s.upgradeField = s.upgradeField || !equalFold(t, "h2c")
+			return true
+		})
 	case equalFold(name, "expect"):
 		r.expect100 = equalFold(v, "100-continue")
 	}
