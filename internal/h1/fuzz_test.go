@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/net/http/httpguts"
@@ -159,4 +160,41 @@ var seeds = []string{
 	"GET http://[::1]:80/ HTTP/1.1\r\nHost: a\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
 	"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+}
+
+// TestStricterCases holds an example of each listed case where this
+// parser refuses what net/http's server accepts (docs/ENGINE.md).
+func TestStricterCases(t *testing.T) {
+	cases := []struct {
+		raw string
+		why Reason
+	}{
+		{"GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget},
+		{"GET /a?%zz HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget},
+		{"GET x:admin HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget},
+		{"GET a.test:80 HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget},
+		{"GET * HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget},
+		{"GET http://u@a.test/ HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget},
+		{"CONNECT /rpc HTTP/1.1\r\nHost: a\r\n\r\n", BadTarget},
+		{"GET / HTTP/1.2\r\nHost: a\r\n\r\n", BadVersion},
+		{"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n", ObsFold},
+		{"GET / HTTP/1.1\nHost: a\n\n", BareLF},
+		{"GET / HTTP/1.1\r\nHost: a\nX: y\r\n\r\n", BareLF},
+		{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", DupContentLength},
+		{"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", LengthAndChunked},
+		{"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", ChunkedOnHTTP10},
+		{"GET /" + strings.Repeat("a", DefaultMaxLine) + " HTTP/1.1\r\nHost: a\r\n\r\n", LineTooLong},
+	}
+	var r Request
+	for _, c := range cases {
+		if _, err := stdRead([]byte(c.raw)); err != nil {
+			t.Errorf("net/http refuses %.60q (%v): not a stricter case", c.raw, err)
+		}
+		if _, why := ParseRequest([]byte(c.raw), &r, Limits{}); why != c.why {
+			t.Errorf("%.60q: %v, want %v", c.raw, why, c.why)
+		}
+		if !stricter[c.why] {
+			t.Errorf("%v is not listed", c.why)
+		}
+	}
 }

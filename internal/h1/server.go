@@ -146,7 +146,7 @@ func (c *conn) serve() bool {
 			return false
 		}
 		if !ok {
-			return false
+			return c.w.hijacked // true: handed to H2
 		}
 		first = false
 		keep := c.handle()
