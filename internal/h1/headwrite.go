@@ -80,9 +80,10 @@ func AppendField(dst []byte, name, value string) []byte {
 // line.
 func appendFields(dst []byte, h *Header, e *Edits, dropTE bool) []byte {
 	var setDone uint64 // bit i: Set[i] written (the first 64 Set fields)
+	named := connectionOptions(h)
 	for _, f := range h.fields {
 		name := h.buf[f.name.off:f.name.end]
-		if dropped(h, name, e) || dropTE && equalFold(name, "transfer-encoding") {
+		if dropped(h, name, e, named) || dropTE && equalFold(name, "transfer-encoding") {
 			continue
 		}
 		if i := setIndex(name, e); i >= 0 {
@@ -116,7 +117,7 @@ func appendFields(dst []byte, h *Header, e *Edits, dropTE bool) []byte {
 // dropped reports whether a field named name is not forwarded: a
 // hop-by-hop field, a field the Connection field names, Upgrade unless
 // allowed, or one of e.Drop.
-func dropped(h *Header, name []byte, e *Edits) bool {
+func dropped(h *Header, name []byte, e *Edits, named bool) bool {
 	for _, d := range hopByHop {
 		if equalFold(name, d) {
 			return true
@@ -130,7 +131,27 @@ func dropped(h *Header, name []byte, e *Edits) bool {
 			return true
 		}
 	}
-	return connectionNames(h, name)
+	return named && connectionNames(h, name)
+}
+
+// connectionOptions reports whether a Connection field of h names a
+// field: an option other than close, keep-alive and upgrade (fields
+// dropped anyway), so most heads skip connectionNames.
+func connectionOptions(h *Header) bool {
+	named := false
+	for _, f := range h.fields {
+		if !equalFold(h.buf[f.name.off:f.name.end], "connection") {
+			continue
+		}
+		eachToken(h.buf[f.value.off:f.value.end], func(t []byte) bool {
+			named = !equalFold(t, "close") && !equalFold(t, "keep-alive") && !equalFold(t, "upgrade")
+			return !named
+		})
+		if named {
+			return true
+		}
+	}
+	return false
 }
 
 // connectionNames reports whether a Connection field of h lists name

@@ -1,6 +1,9 @@
 package h1
 
-import "net/netip"
+import (
+	"bytes"
+	"net/netip"
+)
 
 // validTarget reports whether t is a request-target RFC 9112 §3.2 allows
 // for method m: origin form ("/" path ["?" query]), absolute form with a
@@ -107,11 +110,4 @@ func validAuthority(a []byte, needPort bool) bool {
 
 func isAlpha(c byte) bool { return 'a' <= c|0x20 && c|0x20 <= 'z' }
 
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
-}
+func indexByte(b []byte, c byte) int { return bytes.IndexByte(b, c) }
