@@ -159,8 +159,11 @@ func (b *Body) line(max int) ([]byte, error) {
 			return nil, BadChunk
 		}
 		if err := b.rd.fill(); err != nil {
-			if errors.Is(err, io.EOF) {
+			switch {
+			case errors.Is(err, io.EOF):
 				return nil, BodyTooShort
+			case err == errFull:
+				return nil, BadChunk
 			}
 			return nil, err
 		}

@@ -19,6 +19,7 @@ const maxDiscard = 256 << 10
 // connection handed over); why is a refusal to answer with 400.
 func (c *conn) readHead(first bool) (why Reason, ok bool) {
 	s := c.srv
+	c.rd.unpin()
 	if len(c.rd.buffered()) == 0 {
 		if !c.waitFirstByte() {
 			return OK, false
@@ -42,7 +43,7 @@ func (c *conn) readHead(first bool) (why Reason, ok bool) {
 		}
 		if n > 0 {
 			why = c.req.parse(c.rd.buffered()[:n])
-			c.rd.consume(n)
+			c.rd.consumeHead(n)
 			return why, why == OK
 		}
 		from = next

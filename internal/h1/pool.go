@@ -179,6 +179,7 @@ func (u *UpstreamConn) WriteHead(head []byte, f Framing) (*bodyWriter, error) {
 // The response's strings are valid until the next call or Release.
 func (u *UpstreamConn) ReadResponse(method string) (*Response, error) {
 	u.rd.setIdle(u.pool.ReadTimeout)
+	u.rd.unpin()
 	from := 0
 	for {
 		n, next, why := scanHead(u.rd.buffered(), from, u.pool.Limits)
@@ -187,7 +188,7 @@ func (u *UpstreamConn) ReadResponse(method string) (*Response, error) {
 		}
 		if n > 0 {
 			why = u.resp.parse(u.rd.buffered()[:n], method)
-			u.rd.consume(n)
+			u.rd.consumeHead(n)
 			if why != OK {
 				return nil, why
 			}

@@ -15,6 +15,10 @@ type reader struct {
 	r, w int
 	max  int // the most buf grows to, bytes
 	err  error
+	// pin is the end of the live head: buf[:pin] holds the bytes a
+	// Request's or Response's strings point into, so nothing is moved or
+	// read there until unpin (at the next head).
+	pin int
 
 	// idle, when > 0, is the longest one read may wait: before each
 	// read the deadline is pushed to at least idle away (body_timeout,
@@ -38,6 +42,21 @@ func (b *reader) buffered() []byte { return b.buf[b.r:b.w] }
 func (b *reader) consume(n int) {
 	b.r += n
 	if b.r == b.w {
+		b.r, b.w = b.pin, b.pin
+	}
+}
+
+// consumeHead drops the n bytes of a parsed head and pins them until
+// unpin: the head's strings stay valid while its body is read.
+func (b *reader) consumeHead(n int) {
+	b.pin = b.r + n
+	b.consume(n)
+}
+
+// unpin releases the previous head's bytes.
+func (b *reader) unpin() {
+	b.pin = 0
+	if b.r == b.w {
 		b.r, b.w = 0, 0
 	}
 }
@@ -50,15 +69,17 @@ func (b *reader) fill() error {
 		return b.err
 	}
 	if b.w == len(b.buf) {
-		if b.r > 0 {
-			b.w = copy(b.buf, b.buf[b.r:b.w])
-			b.r = 0
-		} else if len(b.buf) >= b.max {
+		switch {
+		case b.r > b.pin:
+			b.w = b.pin + copy(b.buf[b.pin:], b.buf[b.r:b.w])
+			b.r = b.pin
+		case b.w-b.r >= b.max:
 			return errFull
-		} else {
-			nb := make([]byte, min(2*len(b.buf), b.max))
+		default:
+			// A new buffer: a pinned head keeps the old one alive.
+			nb := make([]byte, min(2*len(b.buf), b.max+b.pin))
 			b.w = copy(nb, b.buf[b.r:b.w])
-			b.buf, b.r = nb, 0
+			b.buf, b.r, b.pin = nb, 0, 0
 		}
 	}
 	n, err := b.read(b.buf[b.w:])

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -227,5 +228,33 @@ func TestTimeouts(t *testing.T) {
 	io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
 	if err := <-writeErr; !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) < d {
 		t.Fatalf("client not reading: %v after %v", err, time.Since(start))
+	}
+}
+
+// TestHeadValidWhileBodyRead: the head's strings stay as sent while a
+// chunked body many times the buffer's size is read (the buffer is
+// refilled and compacted meanwhile).
+func TestHeadValidWhileBodyRead(t *testing.T) {
+	got := make(chan string, 1)
+	h := HandlerFunc(func(w *ResponseWriter, r *Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		v, _ := r.Get("X-Check")
+		got <- r.Method() + " " + r.Target() + " " + v + " " + strconv.FormatInt(n, 10) + " " + strconv.FormatBool(err == nil)
+		w.WriteHead([]byte("HTTP/1.1 204 No Content\r\n\r\n"), NoBody, 0)
+	})
+	addr := startProxy(t, &Server{Handler: h})
+	var body strings.Builder
+	for i := 0; i < 3000; i++ {
+		body.WriteString("a\r\n0123456789\r\n")
+	}
+	raw := "POST /keep/this HTTP/1.1\r\nHost: a\r\nX-Check: intact\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		body.String() + "0\r\nX-T: 1\r\n\r\n"
+	c, br := dialProxy(t, addr)
+	go io.WriteString(c, raw)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 204 {
+		t.Fatal(resp, err)
+	}
+	if s := <-got; s != "POST /keep/this intact 30000 true" {
+		t.Fatalf("after the body: %q", s)
 	}
 }
