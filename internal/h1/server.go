@@ -85,7 +85,10 @@ type conn struct {
 
 // ServeConn serves nc until the client or the server ends it, then
 // closes nc (unless a handler hijacked it). A *tls.Conn is handshaken
-// here, under HandshakeTimeout, and handed to H2 when it negotiated "h2".
+// here, under HandshakeTimeout (its tls.Config holds the certificate
+// hooks: GetCertificate, acme-tls/1, client certificates), handed to H2
+// when it negotiated "h2", and closed after the handshake when it
+// negotiated "acme-tls/1".
 func (s *Server) ServeConn(nc net.Conn) {
 	if tc, ok := nc.(*tls.Conn); ok && !s.handshake(tc) {
 		return
@@ -119,7 +122,14 @@ func (s *Server) handshake(tc *tls.Conn) bool {
 		return false
 	}
 	tc.SetDeadline(time.Time{})
-	if tc.ConnectionState().NegotiatedProtocol != "h2" {
+	switch tc.ConnectionState().NegotiatedProtocol {
+	case "acme-tls/1":
+		// A TLS-ALPN-01 challenge (RFC 8737) ends with the handshake:
+		// the certificate answered it.
+		tc.Close()
+		return false
+	case "h2":
+	default:
 		return true
 	}
 	if s.H2 == nil || !s.H2.push(tc) {
@@ -168,14 +178,14 @@ func (c *conn) refuse(why Reason) {
 	}
 	c.setWriteDeadline()
 	c.nc.Write(out)
-	if tc, ok := c.nc.(*net.TCPConn); ok {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
 		// Lingering close (nginx lingering_close): a close with unread
 		// bytes resets the connection and may destroy the answer
 		// before the client reads it, so the rest is read and dropped
 		// for a short while. None of it is parsed.
-		tc.CloseWrite()
-		tc.SetReadDeadline(c.srv.now().Add(lingerTime))
-		io.CopyN(io.Discard, tc, lingerBytes)
+		cw.CloseWrite()
+		c.nc.SetReadDeadline(c.srv.now().Add(lingerTime))
+		io.CopyN(io.Discard, c.nc, lingerBytes)
 	}
 }
 

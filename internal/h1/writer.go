@@ -90,10 +90,17 @@ func (w *ResponseWriter) Informational(head []byte) error {
 // the body Write will be given: Length with its byte count, Chunked
 // (each Write becomes a chunk, trailers follow at the end), ToClose (the
 // connection closes after the body), or NoBody. The head must match
-// (Content-Length, Transfer-Encoding, Connection: close).
+// (Content-Length, Transfer-Encoding, Connection: close); Chunked to an
+// HTTP/1.0 client is sent as ToClose.
 func (w *ResponseWriter) WriteHead(head []byte, f Framing, length int64) error {
 	if w.wroteHead {
 		return ErrHeadWritten
+	}
+	if f == Chunked && w.req.minor == 0 {
+		// An HTTP/1.0 client knows no chunked coding (RFC 9112 §7):
+		// the body goes as it is up to the close (the head must carry
+		// no Transfer-Encoding: AppendResponse's dropChunked).
+		f = ToClose
 	}
 	w.wroteHead, w.framing, w.left = true, f, length
 	if f == ToClose {
