@@ -16,27 +16,8 @@ import (
 // Shutdown waiting until it ends.
 func TestShutdownDrains(t *testing.T) {
 	inFlight, release := make(chan struct{}), make(chan struct{})
-	var tunnel net.Conn
-	tunnelUp := make(chan struct{})
-	h := HandlerFunc(func(w *ResponseWriter, r *Request) {
-		switch r.Target() {
-		case "/slow":
-			close(inFlight)
-			<-release
-			head := []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n")
-			if w.Closing() {
-				head = append(head, "Connection: close\r\n"...)
-			}
-			w.WriteHead(append(head, "\r\n"...), NoBody, 0)
-		case "/tunnel":
-			w.WriteHead([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n"), NoBody, 0)
-			tunnel, _, _ = w.Hijack()
-			close(tunnelUp)
-		default:
-			w.WriteHead([]byte("HTTP/1.1 204 No Content\r\n\r\n"), NoBody, 0)
-		}
-	})
-	srv := &Server{Handler: h}
+	tunnelUp := make(chan net.Conn, 1)
+	srv := &Server{Handler: drainHandler(inFlight, release, tunnelUp)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +35,7 @@ func TestShutdownDrains(t *testing.T) {
 	<-inFlight
 	tc, tcR := dialProxy(t, addr)
 	io.WriteString(tc, "GET /tunnel HTTP/1.1\r\nHost: a\r\n\r\n")
-	<-tunnelUp
+	tunnel := <-tunnelUp
 	http.ReadResponse(tcR, nil)
 
 	done := make(chan error, 1)
@@ -76,6 +57,29 @@ func TestShutdownDrains(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// drainHandler answers /slow once release is closed, switches /tunnel to
+// a tunnel (sent on tunnelUp), and answers anything else at once.
+func drainHandler(inFlight, release chan struct{}, tunnelUp chan net.Conn) Handler {
+	return HandlerFunc(func(w *ResponseWriter, r *Request) {
+		switch r.Target() {
+		case "/slow":
+			close(inFlight)
+			<-release
+			head := []byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n")
+			if w.Closing() {
+				head = append(head, "Connection: close\r\n"...)
+			}
+			w.WriteHead(append(head, "\r\n"...), NoBody, 0)
+		case "/tunnel":
+			w.WriteHead([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n"), NoBody, 0)
+			c, _, _ := w.Hijack()
+			tunnelUp <- c
+		default:
+			w.WriteHead([]byte("HTTP/1.1 204 No Content\r\n\r\n"), NoBody, 0)
+		}
+	})
 }
 
 // TestShutdownDeadlineClosesTunnels: when the context ends first, the
