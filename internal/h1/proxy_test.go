@@ -81,8 +81,9 @@ func (p *testProxy) exchange(w *ResponseWriter, r *Request, u *UpstreamConn, buf
 		p.fail(w, 502)
 		return err
 	}
-	closing := w.Closing() || resp.Framing == ToClose
-	head := AppendResponse(w.Scratch(), resp, &p.back, closing, false)
+	dechunk := r.ProtoMinor() == 0 && resp.Framing == Chunked
+	closing := w.Closing() || resp.Framing == ToClose || dechunk
+	head := AppendResponse(w.Scratch(), resp, &p.back, closing, dechunk)
 	framing := resp.Framing
 	if r.Method() == "HEAD" {
 		framing = NoBody

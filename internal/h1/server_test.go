@@ -71,6 +71,14 @@ func TestChunkedBodyAndTrailers(t *testing.T) {
 	if string(got) != "hello world|11" || resp.Trailer.Get("X-Cost") != "7" {
 		t.Fatalf("body %q trailer %q", got, resp.Trailer)
 	}
+
+	// An HTTP/1.0 client gets the chunked response decoded, up to the
+	// close.
+	out := roundTrip(t, addr, "POST /t HTTP/1.0\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi")
+	if !strings.HasPrefix(out, "HTTP/1.1 200 OK\r\nConnection: close\r\n") || strings.Contains(out, "chunked") ||
+		!strings.HasSuffix(out, "\r\n\r\nhi|") {
+		t.Fatalf("HTTP/1.0 answer %q", out)
+	}
 }
 
 // TestExpectContinue: a request the handler refuses gets its 413 and no

@@ -3,7 +3,6 @@ package h1
 import (
 	"errors"
 	"net"
-	"strconv"
 	"time"
 )
 
@@ -128,10 +127,17 @@ func (w *ResponseWriter) Write(p []byte) (int, error) {
 		if len(p) == 0 {
 			return 0, nil
 		}
-		w.out = strconv.AppendInt(w.out, int64(len(p)), 16)
-		w.out = append(w.out, "\r\n"...)
-		defer func() { w.out = append(w.out, "\r\n"...) }()
+		w.out = append(appendHex(w.out, len(p)), '\r', '\n')
+		n, err := w.raw(p)
+		w.out = append(w.out, '\r', '\n')
+		return n, err
 	}
+	return w.raw(p)
+}
+
+// raw queues p, or sends the pending output and p when they exceed
+// flushAt.
+func (w *ResponseWriter) raw(p []byte) (int, error) {
 	if len(w.out)+len(p) <= flushAt {
 		w.out = append(w.out, p...)
 		return len(p), nil
