@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +162,46 @@ func TestPoolIdleProbe(t *testing.T) {
 	exchange("/stray")
 	if exchange("/c") {
 		t.Fatal("a connection with stray bytes was reused")
+	}
+}
+
+// TestPoolReadTimeout: an upstream that stalls in the middle of a body is
+// cut after ReadTimeout without a byte, and the connection not reused.
+func TestPoolReadTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	stall := make(chan struct{})
+	defer close(stall)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.Read(make([]byte, 4096))
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+		<-stall
+	}()
+	const d = 200 * time.Millisecond
+	p := &Pool{ReadTimeout: d}
+	u, _, err := p.Get(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	u.WriteHead([]byte("GET / HTTP/1.1\r\nHost: u\r\n\r\n"), NoBody)
+	if _, err := u.ReadResponse("GET"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(u.Body())
+	if string(got) != "abc" || !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) < d {
+		t.Fatalf("read %q, %v after %v", got, err, time.Since(start))
+	}
+	u.Release(err)
+	if len(p.idle[ln.Addr().String()]) != 0 {
+		t.Fatal("a cut connection went back to the pool")
 	}
 }
