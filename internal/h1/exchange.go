@@ -62,16 +62,15 @@ func (c *conn) waitFirstByte() bool {
 	c.mu.Lock()
 	c.idle = true
 	shutting := c.srv.track.shutting.Load()
-	c.mu.Unlock()
-	if shutting {
-		return false
-	}
+	// Under c.mu: a Shutdown that wakes the connection sets its
+	// deadline after this one, never before.
 	if d := c.srv.IdleTimeout; d > 0 {
 		c.rd.setDeadline(c.srv.now().Add(d))
 	} else {
 		c.rd.setDeadline(time.Time{})
 	}
-	if c.rd.fill() != nil {
+	c.mu.Unlock()
+	if shutting || c.rd.fill() != nil {
 		return false
 	}
 	return c.setActive()
