@@ -92,7 +92,6 @@ func parseField(b []byte, pos, end int) (field, Reason) {
 type fieldScan struct {
 	lengths, te, hosts int
 	keepAlive, connUp  bool
-	chunked            bool // the last Transfer-Encoding ends with chunked
 	upgradeField       bool
 }
 

@@ -94,8 +94,17 @@ func (s *fieldScan) noteResponse(p *Response, f field) Reason {
 		}
 		p.Length = n
 	case equalFold(name, "transfer-encoding"):
+		// As on requests: one field, "chunked", on HTTP/1.1 only. RFC
+		// 9112 §6.3 would read other codings to the close; a proxy
+		// that only forwards them has no use for them, and net/http
+		// refuses them too.
 		s.te++
-		s.chunked = lastCoding(v)
+		switch {
+		case p.minor == 0:
+			return ChunkedOnHTTP10
+		case s.te > 1 || !equalFold(v, "chunked"):
+			return BadTransferEncoding
+		}
 	case equalFold(name, "connection"):
 		p.Close = p.Close || hasToken(v, "close")
 		s.keepAlive = s.keepAlive || hasToken(v, "keep-alive")
@@ -115,25 +124,12 @@ func (s *fieldScan) finishResponse(p *Response, method string) Reason {
 		p.Framing = NoBody
 	case method == "CONNECT" && p.Status < 300:
 		p.Framing = ToClose
-	case s.te > 0 && s.chunked && p.minor == 1:
-		p.Framing = Chunked
 	case s.te > 0:
-		p.Framing, p.Close = ToClose, true
+		p.Framing = Chunked
 	case s.lengths > 0:
 		p.Framing = Length
 	default:
 		p.Framing, p.Close = ToClose, true
 	}
 	return OK
-}
-
-// lastCoding reports whether "chunked" is the final transfer coding of
-// the list v (RFC 9112 §6.3 point 4).
-func lastCoding(v []byte) bool {
-	last := false
-	eachToken(v, func(t []byte) bool {
-		last = equalFold(t, "chunked")
-		return true
-	})
-	return last
 }
