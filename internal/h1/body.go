@@ -190,7 +190,7 @@ func (b *Body) readTrailer() error {
 		}
 		start := len(b.tbuf)
 		b.tbuf = append(append(b.tbuf, line...), '\r', '\n')
-		f, why := parseField(b.tbuf, start, len(b.tbuf)-2)
+		f, _, why := parseField(b.tbuf, start)
 		if why != OK {
 			return BadTrailer
 		}

@@ -12,8 +12,7 @@ func (r *Request) parse(b []byte) Reason {
 	}
 	var f fieldScan
 	for pos := line + 2; pos < len(b)-2; {
-		end := lineEnd(b, pos)
-		fl, why := parseField(b, pos, end)
+		fl, next, why := parseField(b, pos)
 		if why != OK {
 			return why
 		}
@@ -21,7 +20,7 @@ func (r *Request) parse(b []byte) Reason {
 		if why := f.note(r, fl); why != OK {
 			return why
 		}
-		pos = end + 2
+		pos = next
 	}
 	return f.finish(r)
 }
@@ -57,35 +56,40 @@ func (r *Request) requestLine(l []byte) Reason {
 	return OK
 }
 
-// parseField parses the field line b[pos:end]: field-name ":" OWS
-// field-value OWS (RFC 9112 §5).
-func parseField(b []byte, pos, end int) (field, Reason) {
+// parseField parses the field line at pos: field-name ":" OWS
+// field-value OWS CRLF (RFC 9112 §5). It returns the field and the
+// offset of the next line; the line must end with CRLF (scanHead checked
+// that every LF follows a CR), so the value ends at the first byte that
+// is not a field-vchar: a CR followed by LF, or the line is refused.
+func parseField(b []byte, pos int) (field, int, Reason) {
 	i := pos
-	for i < end && class[b[i]]&cToken != 0 {
+	for class[b[i]]&cToken != 0 {
 		i++
 	}
 	switch {
 	case i == pos && (b[i] == ' ' || b[i] == '\t'):
-		return field{}, ObsFold
+		return field{}, 0, ObsFold
 	case i == pos || b[i] != ':':
-		return field{}, BadFieldName
+		return field{}, 0, BadFieldName
 	}
 	f := field{name: span{uint32(pos), uint32(i)}}
 	i++
-	for i < end && (b[i] == ' ' || b[i] == '\t') {
+	for b[i] == ' ' || b[i] == '\t' {
 		i++
 	}
 	v := i
-	for ; i < end; i++ {
-		if class[b[i]]&cValue == 0 {
-			return field{}, BadFieldValue
-		}
+	for class[b[i]]&cValue != 0 {
+		i++
 	}
+	if b[i] != '\r' || b[i+1] != '\n' {
+		return field{}, 0, BadFieldValue
+	}
+	next := i + 2
 	for i > v && (b[i-1] == ' ' || b[i-1] == '\t') {
 		i--
 	}
 	f.value = span{uint32(v), uint32(i)}
-	return f, OK
+	return f, next, OK
 }
 
 // fieldScan collects what the framing fields say while they are parsed.

@@ -45,8 +45,7 @@ func (p *Response) parse(b []byte, method string) Reason {
 	}
 	var s fieldScan
 	for pos := line + 2; pos < len(b)-2; {
-		end := lineEnd(b, pos)
-		fl, why := parseField(b, pos, end)
+		fl, next, why := parseField(b, pos)
 		if why != OK {
 			return why
 		}
@@ -54,7 +53,7 @@ func (p *Response) parse(b []byte, method string) Reason {
 		if why := s.noteResponse(p, fl); why != OK {
 			return why
 		}
-		pos = end + 2
+		pos = next
 	}
 	return s.finishResponse(p, method)
 }
