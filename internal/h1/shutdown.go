@@ -166,6 +166,7 @@ type replayConn struct {
 	replay []byte
 }
 
+// Read returns the replayed bytes first.
 func (r *replayConn) Read(p []byte) (int, error) {
 	if len(r.replay) > 0 {
 		n := copy(p, r.replay)
