@@ -86,6 +86,18 @@ func unsafeString(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
+// unsafeBytes views s as bytes without copying; they must not be
+// written.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// appendTrailer appends h's fields as field lines.
+func appendTrailer(dst []byte, h *Header) []byte {
+	for _, f := range h.fields {
+		dst = appendFieldBytes(dst, h.buf[f.name.off:f.name.end], h.buf[f.value.off:f.value.end])
+	}
+	return dst
+}
+
 // reset empties h over buf, keeping the field slice's capacity.
 func (h *Header) reset(buf []byte) {
 	h.buf = buf

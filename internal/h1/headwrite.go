@@ -70,6 +70,12 @@ func AppendStatusLine(dst []byte, code int, reason string) []byte {
 
 // AppendField appends "name: value\r\n".
 func AppendField(dst []byte, name, value string) []byte {
+	return appendFieldBytes(dst, unsafeBytes(name), unsafeBytes(value))
+}
+
+// appendFieldBytes appends "name: value\r\n": a field as sent, its
+// whitespace around the value made one space, as nginx writes it.
+func appendFieldBytes(dst, name, value []byte) []byte {
 	dst = append(dst, name...)
 	dst = append(dst, ": "...)
 	dst = append(dst, value...)
@@ -86,19 +92,15 @@ func appendFields(dst []byte, h *Header, e *Edits, dropTE bool) []byte {
 		if dropped(h, name, e, named) || dropTE && equalFold(name, "transfer-encoding") {
 			continue
 		}
+		value := h.buf[f.value.off:f.value.end]
 		if i := setIndex(name, e); i >= 0 {
 			if i < 64 && setDone&(1<<i) != 0 {
 				continue
 			}
 			setDone |= 1 << (i & 63)
-			dst = append(dst, name...)
-			dst = append(dst, ": "...)
-			dst = append(dst, e.Set[i].Value...)
-			dst = append(dst, "\r\n"...)
-			continue
+			value = unsafeBytes(e.Set[i].Value)
 		}
-		dst = append(dst, h.buf[f.name.off:f.value.end]...)
-		dst = append(dst, "\r\n"...)
+		dst = appendFieldBytes(dst, name, value)
 	}
 	for i, s := range e.Set {
 		if i >= 64 || setDone&(1<<i) == 0 {

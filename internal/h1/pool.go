@@ -270,10 +270,7 @@ func (w *bodyWriter) Close(trailer *Header) error {
 	}
 	out := append(w.buf[:0], "0\r\n"...)
 	if trailer != nil {
-		for _, f := range trailer.fields {
-			out = append(out, trailer.buf[f.name.off:f.value.end]...)
-			out = append(out, "\r\n"...)
-		}
+		out = appendTrailer(out, trailer)
 	}
 	w.buf = append(out, "\r\n"...)
 	_, err := w.nc.Write(w.buf)

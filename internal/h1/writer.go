@@ -180,10 +180,7 @@ func (w *ResponseWriter) Trailer(h *Header) error {
 	}
 	w.framing = NoBody
 	w.out = append(w.out, "0\r\n"...)
-	for _, f := range h.fields {
-		w.out = append(w.out, h.buf[f.name.off:f.value.end]...)
-		w.out = append(w.out, "\r\n"...)
-	}
+	w.out = appendTrailer(w.out, h)
 	w.out = append(w.out, "\r\n"...)
 	return nil
 }
