@@ -49,6 +49,21 @@ func TestPipelinedInOrder(t *testing.T) {
 	}
 }
 
+// TestHTTP10KeepAlive: an HTTP/1.0 client that asks to keep the
+// connection is told so, and its next request is served on it.
+func TestHTTP10KeepAlive(t *testing.T) {
+	addr := startProxy(t, &Server{Handler: h1Answer})
+	c, br := dialProxy(t, addr)
+	for range 2 {
+		io.WriteString(c, "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.Header.Get("Connection") != "keep-alive" {
+			t.Fatal(resp, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+	}
+}
+
 // TestChunkedBodyAndTrailers passes a chunked request body with a
 // trailer to the backend, and a response trailer back.
 func TestChunkedBodyAndTrailers(t *testing.T) {

@@ -90,7 +90,8 @@ func (w *ResponseWriter) Informational(head []byte) error {
 // (each Write becomes a chunk, trailers follow at the end), ToClose (the
 // connection closes after the body), or NoBody. The head must match
 // (Content-Length, Transfer-Encoding, Connection: close); Chunked to an
-// HTTP/1.0 client is sent as ToClose.
+// HTTP/1.0 client is sent as ToClose, and an HTTP/1.0 client that keeps
+// the connection is told so ("Connection: keep-alive" is added).
 func (w *ResponseWriter) WriteHead(head []byte, f Framing, length int64) error {
 	if w.wroteHead {
 		return ErrHeadWritten
@@ -104,6 +105,13 @@ func (w *ResponseWriter) WriteHead(head []byte, f Framing, length int64) error {
 	w.wroteHead, w.framing, w.left = true, f, length
 	if f == ToClose {
 		w.closeAfter = true
+	}
+	if w.req.minor == 0 && !w.closing() && len(head) >= 4 {
+		// An HTTP/1.0 client keeps the connection only when told
+		// (RFC 9112 §9.3, "keep-alive" from RFC 2068).
+		w.out = append(w.out, head[:len(head)-2]...)
+		w.out = append(w.out, "Connection: keep-alive\r\n\r\n"...)
+		return nil
 	}
 	w.out = append(w.out, head...)
 	return nil
