@@ -81,6 +81,7 @@ type conn struct {
 	mu      sync.Mutex // guards idle against Shutdown's wake-up
 	idle    bool
 	scratch []byte // Scratch's storage
+	refused bool   // a head was refused: linger before the close
 }
 
 // ServeConn serves nc until the client or the server ends it, then
@@ -95,6 +96,7 @@ func (s *Server) ServeConn(nc net.Conn) {
 	}
 	c := &conn{srv: s, nc: nc, rd: newReader(nc, s.Limits.head(), s.now), scratch: make([]byte, 0, 4<<10)}
 	c.w.c = c
+	c.body.reset(c.rd, NoBody, 0, 0)
 	c.req.Peer = peerOf(nc)
 	if tc, ok := nc.(*tls.Conn); ok {
 		st := tc.ConnectionState()
@@ -107,6 +109,9 @@ func (s *Server) ServeConn(nc net.Conn) {
 	hijacked := c.serve()
 	s.track.remove(c)
 	if !hijacked {
+		if c.refused || !c.body.Done() || len(c.rd.buffered()) > 0 {
+			c.linger()
+		}
 		nc.Close()
 	}
 }
@@ -169,8 +174,8 @@ func (c *conn) serve() bool {
 	}
 }
 
-// refuse answers a refused head and ends the connection: nothing the
-// client sent after it is read.
+// refuse answers a refused head; the connection ends after it, lingering
+// (ServeConn): nothing the client sent after the head is parsed.
 func (c *conn) refuse(why Reason) {
 	out := []byte(plain400)
 	if c.srv.Refused != nil {
@@ -178,19 +183,23 @@ func (c *conn) refuse(why Reason) {
 	}
 	c.setWriteDeadline()
 	c.nc.Write(out)
+	c.refused = true
+}
+
+// linger is nginx's lingering close, before closing a connection the
+// client may still be sending on (a refused head, an unread body): a
+// close with unread bytes resets the connection, which may destroy the
+// answer before the client reads it, so what comes is read and dropped
+// for a short while. None of it is parsed.
+func (c *conn) linger() {
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
-		// Lingering close (nginx lingering_close): a close with unread
-		// bytes resets the connection and may destroy the answer
-		// before the client reads it, so the rest is read and dropped
-		// for a short while. None of it is parsed.
 		cw.CloseWrite()
 		c.nc.SetReadDeadline(c.srv.now().Add(lingerTime))
 		io.CopyN(io.Discard, c.nc, lingerBytes)
 	}
 }
 
-// lingerTime and lingerBytes bound the lingering close of a refused
-// connection.
+// lingerTime and lingerBytes bound a lingering close.
 const (
 	lingerTime  = 2 * time.Second
 	lingerBytes = 64 << 10

@@ -281,3 +281,29 @@ func TestHeadValidWhileBodyRead(t *testing.T) {
 		t.Fatalf("after the body: %q", s)
 	}
 }
+
+// TestUnreadBodyDrained: a body the handler leaves unread is read and
+// dropped, so a request pipelined after it is served as sent; one over
+// the discard bound closes the connection instead.
+func TestUnreadBodyDrained(t *testing.T) {
+	addr := startProxy(t, &Server{Handler: h1Answer})
+	out := roundTrip(t, addr, "POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nGET\r\n0\r\n\r\n"+
+		"POST /b HTTP/1.1\r\nHost: a\r\nContent-Length: 9\r\n\r\nGET / HTTGET /c HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	if n := strings.Count(out, "HTTP/1.1 200 OK\r\n"); n != 3 || strings.Contains(out, "400") {
+		t.Fatalf("%d answers: %q", n, out)
+	}
+	c, br := dialProxy(t, addr)
+	io.WriteString(c, "POST /big HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n")
+	go c.Write(make([]byte, 1000000))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatal(resp, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second)) // the lingering close reads the rest first
+	// The close: EOF, or a reset when the client's unread bytes arrive
+	// after the lingering close gave up on them.
+	if b, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("after a large unread body: %q %v, want the close", b, err)
+	}
+}
