@@ -139,7 +139,8 @@ func (s *fieldScan) note(r *Request, f field) Reason {
 			return true
 		})
 	case equalFold(name, "expect"):
-		r.expect100 = equalFold(v, "100-continue")
+		// RFC 9110 §10.1.1: ignored in an HTTP/1.0 request.
+		r.expect100 = r.minor == 1 && equalFold(v, "100-continue")
 	}
 	return OK
 }

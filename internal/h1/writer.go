@@ -75,10 +75,14 @@ func (w *ResponseWriter) autoContinue() error {
 }
 
 // Informational sends a 1xx head (103 Early Hints, forwarded from the
-// upstream) before the final one; head ends with the empty line.
+// upstream) before the final one; head ends with the empty line. An
+// HTTP/1.0 client gets none (RFC 9110 §15.2).
 func (w *ResponseWriter) Informational(head []byte) error {
 	if w.wroteHead {
 		return ErrHeadWritten
+	}
+	if w.req.minor == 0 {
+		return nil
 	}
 	w.out = append(w.out, head...)
 	return w.Flush()
