@@ -26,13 +26,29 @@ type Edits struct {
 	Upgrade bool
 }
 
-// hopByHop are the fields that describe one connection, never forwarded
-// (RFC 9110 §7.6.1; net/http/httputil's list, less Transfer-Encoding and
-// Trailer, which the engine keeps because it forwards chunked bodies and
-// trailers as chunked, and plus HTTP2-Settings, RFC 9113 §3.1's h2c
-// upgrade field). Upgrade is dropped unless Edits.Upgrade.
-var hopByHop = [...]string{"connection", "proxy-connection", "keep-alive",
-	"te", "proxy-authenticate", "proxy-authorization", "http2-settings"}
+// hopByHop reports whether name is a field that describes one connection,
+// never forwarded (RFC 9110 §7.6.1; net/http/httputil's list, less
+// Transfer-Encoding and Trailer, which the engine keeps because it
+// forwards chunked bodies and trailers as chunked, and plus
+// HTTP2-Settings, RFC 9113 §3.1's h2c upgrade field). Upgrade is dropped
+// unless Edits.Upgrade. The switch on the length skips most names at once.
+func hopByHop(name []byte) bool {
+	switch len(name) {
+	case 2:
+		return equalFold(name, "te")
+	case 10:
+		return equalFold(name, "connection") || equalFold(name, "keep-alive")
+	case 14:
+		return equalFold(name, "http2-settings")
+	case 16:
+		return equalFold(name, "proxy-connection")
+	case 18:
+		return equalFold(name, "proxy-authenticate")
+	case 19:
+		return equalFold(name, "proxy-authorization")
+	}
+	return false
+}
 
 // AppendRequest appends to dst the head to send upstream for r: the
 // request line with target (r.Target() to keep it) as HTTP/1.1, then r's
@@ -120,10 +136,8 @@ func appendFields(dst []byte, h *Header, e *Edits, dropTE bool) []byte {
 // hop-by-hop field, a field the Connection field names, Upgrade unless
 // allowed, or one of e.Drop.
 func dropped(h *Header, name []byte, e *Edits, named bool) bool {
-	for _, d := range hopByHop {
-		if equalFold(name, d) {
-			return true
-		}
+	if hopByHop(name) {
+		return true
 	}
 	if equalFold(name, "upgrade") {
 		return !e.Upgrade
