@@ -117,9 +117,7 @@ func (c *conn) handle() bool {
 	r.Body = &c.body
 	c.w.reset(r)
 	if r.Framing != NoBody {
-		if s.BodyTimeout == 0 {
-			c.rd.setDeadline(time.Time{})
-		}
+		// The head's deadline gives way to BodyTimeout between reads.
 		c.rd.setIdle(s.BodyTimeout)
 	}
 	s.Handler.ServeH1(&c.w, r)

@@ -116,12 +116,10 @@ func (b *reader) setDeadline(t time.Time) error {
 
 // setIdle makes every read wait at most d (0: no deadline at all).
 func (b *reader) setIdle(d time.Duration) error {
-	b.idle = d
+	b.idle, b.until = d, time.Time{}
 	if d == 0 {
-		b.until = time.Time{}
 		return b.src.SetReadDeadline(time.Time{})
 	}
-	b.until = time.Time{}
 	return nil
 }
 
