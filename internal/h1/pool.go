@@ -14,7 +14,11 @@ import (
 type Pool struct {
 	// DialTimeout bounds a dial (upstream connect_timeout); 0 none.
 	DialTimeout time.Duration
-	// ReadTimeout bounds each wait for response bytes, between two
+	// HeaderTimeout bounds the wait for a response head, from the call
+	// to ReadResponse (upstream response_header_timeout); 0: ReadTimeout
+	// applies between its reads instead.
+	HeaderTimeout time.Duration
+	// ReadTimeout bounds each wait for response body bytes, between two
 	// reads (upstream read_timeout); 0 none.
 	ReadTimeout time.Duration
 	// MaxIdle is the most idle connections kept per address; default 32.
@@ -174,11 +178,15 @@ func (u *UpstreamConn) WriteHead(head []byte, f Framing) (*bodyWriter, error) {
 }
 
 // ReadResponse reads the next response head to a request with method,
-// under ReadTimeout. A 1xx head (Status < 200, but 101) is returned as
+// under HeaderTimeout; its body is then read under ReadTimeout. A 1xx head (Status < 200, but 101) is returned as
 // it comes: the caller forwards it and calls again for the final one.
 // The response's strings are valid until the next call or Release.
 func (u *UpstreamConn) ReadResponse(method string) (*Response, error) {
-	u.rd.setIdle(u.pool.ReadTimeout)
+	if d := u.pool.HeaderTimeout; d > 0 {
+		u.rd.setDeadline(u.pool.now().Add(d))
+	} else {
+		u.rd.setIdle(u.pool.ReadTimeout)
+	}
 	u.rd.unpin()
 	from := 0
 	for {
@@ -193,6 +201,9 @@ func (u *UpstreamConn) ReadResponse(method string) (*Response, error) {
 				return nil, why
 			}
 			u.body.reset(u.rd, u.resp.Framing, u.resp.Length, u.pool.Limits.head())
+			if u.pool.HeaderTimeout > 0 {
+				u.rd.setIdle(u.pool.ReadTimeout)
+			}
 			return &u.resp, nil
 		}
 		from = next

@@ -205,3 +205,32 @@ func TestPoolReadTimeout(t *testing.T) {
 		t.Fatal("a cut connection went back to the pool")
 	}
 }
+
+// TestPoolHeaderTimeout: an upstream that never answers is cut after
+// HeaderTimeout, though ReadTimeout is longer.
+func TestPoolHeaderTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
+		}
+	}()
+	const d = 200 * time.Millisecond
+	p := &Pool{HeaderTimeout: d, ReadTimeout: time.Hour}
+	u, _, err := p.Get(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	u.WriteHead([]byte("GET / HTTP/1.1\r\nHost: u\r\n\r\n"), NoBody)
+	if _, err := u.ReadResponse("GET"); !errors.Is(err, os.ErrDeadlineExceeded) || time.Since(start) < d {
+		t.Fatalf("%v after %v", err, time.Since(start))
+	}
+	u.Release(err)
+}
