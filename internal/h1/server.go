@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -52,6 +53,11 @@ type Server struct {
 	// "Connection: close"); nil writes a plain 400. It may count the
 	// reason.
 	Refused func(why Reason, peer netip.AddrPort) []byte
+
+	// Panicked, when set, is told of a handler's panic (its value and
+	// stack). The panic is recovered either way, as net/http does: the
+	// connection is closed and the server goes on.
+	Panicked func(v any, stack []byte)
 
 	// Now is the clock for deadlines; nil means time.Now.
 	Now func() time.Time
@@ -152,7 +158,15 @@ func peerOf(nc net.Conn) netip.AddrPort {
 
 // serve runs the request loop; it reports whether the connection was
 // hijacked (and is no longer the loop's to close).
-func (c *conn) serve() bool {
+func (c *conn) serve() (hijacked bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			if c.srv.Panicked != nil {
+				c.srv.Panicked(v, debug.Stack())
+			}
+			hijacked = c.w.hijacked
+		}
+	}()
 	first := true
 	for {
 		why, ok := c.readHead(first)

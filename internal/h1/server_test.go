@@ -307,3 +307,25 @@ func TestUnreadBodyDrained(t *testing.T) {
 		t.Fatalf("after a large unread body: %q %v, want the close", b, err)
 	}
 }
+
+// TestHandlerPanicRecovered: a panicking handler closes its connection;
+// the server goes on and is told.
+func TestHandlerPanicRecovered(t *testing.T) {
+	told := make(chan any, 1)
+	h := HandlerFunc(func(w *ResponseWriter, r *Request) {
+		if r.Target() == "/panic" {
+			panic("boom")
+		}
+		h1Answer(w, r)
+	})
+	addr := startProxy(t, &Server{Handler: h, Panicked: func(v any, _ []byte) { told <- v }})
+	if out := roundTrip(t, addr, "GET /panic HTTP/1.1\r\nHost: a\r\n\r\n"); out != "" {
+		t.Fatalf("answer %q", out)
+	}
+	if v := <-told; v != "boom" {
+		t.Fatalf("told %v", v)
+	}
+	if out := roundTrip(t, addr, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"); !strings.HasPrefix(out, "HTTP/1.1 200 OK") {
+		t.Fatalf("after the panic: %q", out)
+	}
+}
