@@ -63,7 +63,7 @@ func unhex(c byte) (byte, bool) {
 }
 
 // parseDecimal reads 1*DIGIT as a length: at most 2^63-1, as net/http's
-// ParseUint(s, 10, 63) allows.
+// strconv.ParseUint(s, 10, 63) allows.
 func parseDecimal(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 19 {
 		return 0, false
