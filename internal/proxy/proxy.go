@@ -26,6 +26,7 @@ import (
 	"rlproxy/internal/policy"
 	"rlproxy/internal/realip"
 	"rlproxy/internal/reqview"
+	"rlproxy/internal/tracing"
 	upstreampkg "rlproxy/internal/upstream"
 )
 
@@ -61,6 +62,8 @@ type Server struct {
 	writers sync.Pool // *finalWriter
 	// badRequests counts Refuse's answers by reason; nil entries without metrics.
 	badRequests [reqview.NumReasons]prometheus.Counter
+	// tracer traces requests (trace.go); nil: tracing off.
+	tracer *tracing.Tracer
 }
 
 // New returns a Server serving rt.
@@ -111,9 +114,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.reset(w, time.Now())
 	rc.closeAfter = closesUnlessSwitched(r)
 	rt := s.rt.Load()
+	if s.tracer != nil {
+		r = s.traceStart(rc, r, rt)
+	}
 	al := s.access.Load()
 	if al != nil {
-		rc.logging, rc.requestID = true, requestID(r)
+		rc.logging = true
+		if rc.requestID == "" { // with tracing on, the trace id
+			rc.requestID = requestID(r)
+		}
 	}
 	// Deferred: a response that broke while streaming ends in
 	// ReverseProxy's http.ErrAbortHandler panic, and is counted too.
@@ -125,6 +134,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if al != nil {
 			s.logAccess(al, rc, r, rt, now)
+		}
+		if s.tracer != nil {
+			traceEnd(rc, r, rt)
 		}
 		s.records.Put(rc)
 	}()
@@ -164,7 +176,7 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 	if r.Header["Upgrade"] != nil {
 		r = up.upgrades.screen(r)
 	}
-	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP()) {
+	if up.pool != nil && (rc.logging || s.tracer != nil || up.pool.NeedsClientIP()) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
 	if up.maxBody > 0 && r.ContentLength > up.maxBody {
@@ -191,7 +203,11 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 
 	res := s.results.Get().(*policy.Result)
 	defer s.results.Put(res)
-	if !s.decide(w, r, rt, route, ip, res) {
+	ok := s.decide(w, r, rt, route, ip, res)
+	if s.tracer != nil {
+		traceDecided(rc, res)
+	}
+	if !ok {
 		rc.decision = decisionUnavailable
 		if res.Outcome == policy.Refuse {
 			rc.decision = decisionRejected

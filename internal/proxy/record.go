@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rlproxy/internal/metrics"
+	"rlproxy/internal/tracing"
 	upstreampkg "rlproxy/internal/upstream"
 )
 
@@ -33,6 +34,8 @@ type record struct {
 	// request's id (requestid.go).
 	logging   bool
 	requestID string
+	// trace is the request's server span (trace.go); zero when untraced.
+	trace tracing.Span
 	// closeAfter closes the connection after a final answer other than a
 	// 101 (closesUnlessSwitched).
 	closeAfter bool

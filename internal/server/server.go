@@ -40,6 +40,7 @@ import (
 	"rlproxy/internal/store/memory"
 	"rlproxy/internal/store/valkey"
 	"rlproxy/internal/tlsutil"
+	"rlproxy/internal/tracing"
 	"rlproxy/internal/upstream"
 )
 
@@ -74,8 +75,9 @@ type App struct {
 	srv     *proxy.Server
 	floor   *memory.Store // fallback floors while failing open
 	lease   string
-	ups     *upstream.Set // upstream servers, kept across reloads
-	access  accessLog     // log.access (accesslog.go)
+	ups     *upstream.Set   // upstream servers, kept across reloads
+	access  accessLog       // log.access (accesslog.go)
+	tracer  *tracing.Tracer // tracing (read at start only); nil: off
 
 	reloadMu sync.Mutex // one Reload at a time (watcher, SIGHUP, callers)
 	mu       sync.Mutex // guards the fields below
@@ -132,17 +134,22 @@ func New(path string, opts Options) (*App, error) {
 	}
 	a.log = logging.New(cfg.Log, w, &a.level)
 	a.metrics = metrics.New(a.reg, opts.Version)
-	a.ups = proxy.NewUpstreamSet(a.metrics, a.log)
+	if a.tracer, err = tracing.New(cfg.Tracing, tracing.Options{Registerer: a.reg, Log: a.log, Version: opts.Version}); err != nil {
+		return nil, err
+	}
+	a.ups = proxy.NewUpstreamSet(a.metrics, a.log, a.tracer)
 	a.warn(cfg)
 	rt, err := a.build(cfg)
 	if err != nil {
 		a.ups.Close()
+		_ = a.tracer.Shutdown(context.Background())
 		return nil, err
 	}
 	returnLoadMemory()
 	a.live = live.New(time.Now)
 	a.live.Configure(cfg)
 	a.srv = proxy.New(rt, a.metrics, a.log)
+	a.srv.SetTracer(a.tracer)
 	if cfg.EnvoyRLS.Listen != "" {
 		a.rls = envoyrls.New(a.metrics, a.log)
 		a.rls.SetClientDisplay(a.srv.ClientDisplay())
@@ -154,6 +161,7 @@ func New(path string, opts Options) (*App, error) {
 	a.access.out = w
 	if err := a.setAccessLog(cfg); err != nil {
 		a.ups.Close()
+		_ = a.tracer.Shutdown(context.Background())
 		return nil, err
 	}
 	a.metrics.ConfigLoaded(time.Now())
@@ -303,6 +311,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	if l := a.srv.SetAccessLog(nil); l != nil {
 		_ = l.Close() // after the in-flight requests: every line is written
 	}
+	_ = a.tracer.Shutdown(ctx) // after the in-flight requests: their spans are queued
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}
@@ -414,6 +423,7 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 		},
 		// The breakers follow the slot owners: a node that left takes its
 		// circuit and its rlproxy_store_node_up series with it.
+		TraceRoundTrip: a.tracer.StoreHook(),
 		OnTopology: func(nodes []string) {
 			circs.Retain(nodes, func(node string) {
 				a.metrics.DeleteStoreNode(node)
@@ -473,8 +483,8 @@ func (a *App) Reload(reason string) {
 		return
 	}
 	if cfg.Listen != old.Listen || cfg.AdminListen != old.AdminListen || (cfg.TLS == nil) != (old.TLS == nil) || cfg.Log.Format != old.Log.Format ||
-		cfg.ForwardAuth.Listen != old.ForwardAuth.Listen || cfg.EnvoyRLS.Listen != old.EnvoyRLS.Listen {
-		a.log.Warn("listen, admin_listen, forward_auth.listen, envoy_rls.listen, log.format and turning tls on or off take effect on restart only")
+		cfg.ForwardAuth.Listen != old.ForwardAuth.Listen || cfg.EnvoyRLS.Listen != old.EnvoyRLS.Listen || !reflect.DeepEqual(cfg.Tracing, old.Tracing) {
+		a.log.Warn("listen, admin_listen, forward_auth.listen, envoy_rls.listen, log.format, tracing and turning tls on or off take effect on restart only")
 	}
 	rt, err := a.build(cfg)
 	if err != nil {
