@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"rlproxy/internal/testutil/otlpreceiver"
+	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
 )
 
@@ -275,4 +277,104 @@ func spanCount(t *testing.T, in *rlproxytest.Instance, name string) float64 {
 		t.Fatalf("%s: not exposed", name)
 	}
 	return mf.GetMetric()[0].GetCounter().GetValue()
+}
+
+// TestCollectorDown: with the collector a black hole (it accepts and
+// never answers, so every export hangs until export_timeout) requests
+// are served without waiting for it; the spans beyond the queue are
+// dropped at once, the queued ones when their export times out, and
+// every span made is counted: dropped = made − exported, exported 0.
+func TestCollectorDown(t *testing.T) {
+	hole := blackHole(t)
+	up := startUpstream(t, nil)
+	cfg := strings.Replace(config(up.URL, "http://"+hole, "1", false, "  queue_size: 4\n  export_timeout: 2s"), "burst: 1,", "burst: 1000,", 1)
+	in := rlproxytest.Start(t, cfg)
+	const n = 20
+	start := time.Now()
+	for i := range n {
+		if resp, _ := send(t, in.URL+"/x", ""); resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+	}
+	if d := time.Since(start); d >= 2*time.Second {
+		t.Fatalf("%d requests took %v: the request path waited for the collector (export_timeout 2s)", n, d)
+	}
+	// Each request made two spans (server, upstream attempt). Wait until
+	// every one is settled: exported or dropped.
+	deadline := time.Now().Add(30 * time.Second)
+	var made, exported, dropped float64
+	for {
+		made, exported, dropped = spanCount(t, in, "rlproxy_trace_spans_total"),
+			spanCount(t, in, "rlproxy_trace_spans_exported_total"), spanCount(t, in, "rlproxy_trace_spans_dropped_total")
+		if made == 2*n && exported+dropped == made {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spans not settled: made %v, exported %v, dropped %v", made, exported, dropped)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition, bounded by the deadline
+	}
+	t.Logf("made %v, exported %v, dropped %v", made, exported, dropped)
+	if exported != 0 || dropped != made-exported {
+		t.Fatalf("made %v, exported %v, dropped %v: want dropped = made − exported = %v", made, exported, dropped, made)
+	}
+}
+
+// blackHole is a TCP address that accepts connections and never answers.
+func blackHole(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+	})
+	return ln.Addr().String()
+}
+
+// TestHTTPAndStoreSpan: over OTLP/HTTP, a request decided on Valkey has
+// a span for its store round trip, a child of its server span.
+func TestHTTPAndStoreSpan(t *testing.T) {
+	rcv := otlpreceiver.Start(t)
+	vk := redisserver.Start(t)
+	up := startUpstream(t, nil)
+	cfg := config(up.URL, rcv.HTTPURL, "1", false, "  protocol: http\nstore: {type: valkey, valkey: {addrs: ["+vk.Addr+"]}}")
+	in := rlproxytest.Start(t, cfg)
+	if resp, _ := send(t, in.URL+"/s", ""); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	p := up.lastParent(t)
+	id := p[3:35]
+	spans := otlpreceiver.Trace(rcv.Wait(t, 20*time.Second, func(s []otlpreceiver.Span) bool {
+		return len(otlpreceiver.Trace(s, id)) == 3
+	}), id)
+	byName := map[string]otlpreceiver.Span{}
+	for _, s := range spans {
+		byName[s.Name] = s
+	}
+	srv, store := byName["GET api"], byName["valkey round trip"]
+	if srv.SpanID == "" || store.SpanID == "" || store.ParentSpanID != srv.SpanID {
+		t.Fatalf("want a store span under the server span: %+v", spans)
+	}
+	if store.Attrs["rlproxy.store.batch_size"] != "1" || store.Attrs["db.system.name"] != "valkey" || store.Error {
+		t.Fatalf("store span: %+v", store)
+	}
 }
