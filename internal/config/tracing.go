@@ -96,11 +96,14 @@ func (l *loader) tracingCheck(o object, t *Tracing) {
 
 // fraction decodes a number in [0, 1] ("0", "0.01", "1").
 func (d *decoder) fraction(n *yaml.Node, path string) (float64, bool) {
-	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!float" || n.ShortTag() == "!!int") {
-		if v, err := strconv.ParseFloat(n.Value, 64); err == nil && v >= 0 && v <= 1 {
-			return v, true
-		}
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!float" && n.ShortTag() != "!!int") {
+		d.errorf(n, path, "%s: want a number from 0 to 1", describe(n))
+		return 0, false
 	}
-	d.errorf(n, path, "%s: want a number from 0 to 1", describe(n))
-	return 0, false
+	v, err := strconv.ParseFloat(n.Value, 64)
+	if err != nil || !(v >= 0 && v <= 1) {
+		d.errorf(n, path, "%s: want a number from 0 to 1", n.Value)
+		return 0, false
+	}
+	return v, true
 }
