@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,4 +209,28 @@ func Trace(spans []Span, id string) []Span {
 		}
 	}
 	return out
+}
+
+// Sink serves OTLP/gRPC on ln until it is closed, counting the spans it
+// receives in n and keeping none: a collector for benchmarks, which must
+// not grow with the spans sent.
+func Sink(ln net.Listener, n *atomic.Int64) error {
+	gs := grpc.NewServer()
+	coltrace.RegisterTraceServiceServer(gs, &sink{n: n})
+	return gs.Serve(ln)
+}
+
+type sink struct {
+	coltrace.UnimplementedTraceServiceServer
+	n *atomic.Int64
+}
+
+// Export implements the OTLP/gRPC TraceService.
+func (s *sink) Export(_ context.Context, req *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			s.n.Add(int64(len(ss.GetSpans())))
+		}
+	}
+	return &coltrace.ExportTraceServiceResponse{}, nil
 }
