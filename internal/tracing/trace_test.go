@@ -136,16 +136,18 @@ func do(t *testing.T, req *http.Request) (*http.Response, string) {
 // client span of the attempt, the upstream's server span, each the
 // parent of the next — with the decision on rlproxy's span; the refused
 // second request's span names its policy, and its problem+json
-// requestId is its trace id.
+// requestId is its trace id, as the access log's request_id is.
 func TestOneTrace(t *testing.T) {
 	rcv := otlpreceiver.Start(t)
 	up := startUpstream(t, sdkTracer(t, rcv, "upstream"))
-	in := rlproxytest.Start(t, config(up.URL, rcv.GRPCURL, "1", true, ""))
+	var log syncBuffer
+	in := rlproxytest.StartWithLog(t, config(up.URL, rcv.GRPCURL, "1", true, "log: {access: {enabled: true}}"), &log)
 	client := sdkTracer(t, rcv, "client")
 
 	ctx, cs := client.Start(context.Background(), "client GET", trace.WithSpanKind(trace.SpanKindClient))
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, in.URL+"/v1/items", nil)
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	req.Header.Set("X-Request-Id", "client-chosen-id") // forwarded, but not rlproxy's request id
 	resp, _ := do(t, req)
 	cs.End()
 	if resp.StatusCode != http.StatusOK {
@@ -192,6 +194,13 @@ func TestOneTrace(t *testing.T) {
 	}
 	if p := up.lastParent(t); !strings.HasPrefix(p, "00-"+id+"-"+att.SpanID+"-01") {
 		t.Errorf("upstream traceparent %q, want the attempt span's (%s)", p, att.SpanID)
+	}
+	// The access log's request id is the trace id (its line is written
+	// after the answer: waited for).
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), `"request_id":"`+id+`"`); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no access log line with request_id %s in:\n%s", id, log.String())
+		}
 	}
 
 	// The same client again: refused by per-ip, its span marked with it.
@@ -377,4 +386,22 @@ func TestHTTPAndStoreSpan(t *testing.T) {
 	if store.Attrs["rlproxy.store.batch_size"] != "1" || store.Attrs["db.system.name"] != "valkey" || store.Error {
 		t.Fatalf("store span: %+v", store)
 	}
+}
+
+// syncBuffer is a strings.Builder safe for the process log's writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
