@@ -75,9 +75,8 @@ type App struct {
 	srv     *proxy.Server
 	floor   *memory.Store // fallback floors while failing open
 	lease   string
-	ups     *upstream.Set   // upstream servers, kept across reloads
-	access  accessLog       // log.access (accesslog.go)
-	tracer  *tracing.Tracer // tracing (read at start only); nil: off
+	ups     *upstream.Set // upstream servers, kept across reloads
+	access  accessLog     // log.access (accesslog.go)
 
 	reloadMu sync.Mutex // one Reload at a time (watcher, SIGHUP, callers)
 	mu       sync.Mutex // guards the fields below
@@ -106,6 +105,9 @@ type App struct {
 	started      time.Time
 	reloadStatus reloadStatus
 	draining     atomic.Bool // shutdown begun: /readyz answers 503 (shutdown.go)
+
+	// tracer exports traces (tracing, read at start only); nil: off.
+	tracer *tracing.Tracer
 }
 
 // loadOptions are the config loader's options of o.
