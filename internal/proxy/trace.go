@@ -30,6 +30,10 @@ func (s *Server) traceStart(rc *record, r *http.Request, rt *Runtime) *http.Requ
 
 // traceEnd ends r's server span with what rc recorded.
 func traceEnd(rc *record, r *http.Request, rt *Runtime) {
+	if !rc.trace.Recording() {
+		rc.trace.End(r.Method, nil)
+		return
+	}
 	o := tracing.Outcome{
 		Route: rc.route, Decision: rc.decision, Policy: rc.policy, WaitMS: rc.waitMS, Client: rc.up.ClientIP,
 		Status: rc.status, Server: rc.up.Server, Retries: rc.up.Retries,

@@ -36,6 +36,10 @@ func (t *Tracer) RoundTrip(next http.RoundTripper, req *http.Request, upstream, 
 	delete(req.Header, "Tracestate")
 	t.prop.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := next.RoundTrip(req)
+	if !s.IsRecording() { // unsampled: nothing to record, nor to end later
+		s.End()
+		return resp, err
+	}
 	if err != nil {
 		s.RecordError(err)
 		s.SetStatus(codes.Error, err.Error())

@@ -99,7 +99,8 @@ type Outcome struct {
 	Retries          int
 }
 
-// End ends the span with o's attributes, named "METHOD ROUTE" (OpenTelemetry
+// End ends the span with o's attributes (o may be nil when the span is
+// not Recording), named "METHOD ROUTE" (OpenTelemetry
 // HTTP semantic conventions: the low-cardinality name). A 5xx answer is
 // the span's error status; a refusal (429) is not an error of rlproxy's,
 // and is marked by rlproxy.decision and rlproxy.policy.
