@@ -10,7 +10,8 @@
 #   2. the same client again, refused (429): its span names the policy, and
 #      the problem+json requestId is its trace id.
 # Exits 0 when both hold. Ports are free ones on 127.0.0.1; the first run
-# builds Jaeger (several minutes).
+# builds Jaeger (several minutes). JAEGER_BIN=PATH uses a Jaeger binary
+# already built from tools/jaeger instead.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -19,8 +20,12 @@ command -v jq >/dev/null || { echo "jq not found (apt-get install jq)" >&2; exit
 
 bin=$root/bench/.bin
 mkdir -p "$bin"
-echo "building jaeger (tools/jaeger), rlproxy, bench/upstream" >&2
-(cd tools/jaeger && go build -o "$bin/jaeger" github.com/jaegertracing/jaeger/cmd/jaeger)
+jaeger=${JAEGER_BIN:-$bin/jaeger}
+if [[ -z ${JAEGER_BIN:-} ]]; then
+	echo "building jaeger (tools/jaeger)" >&2
+	(cd tools/jaeger && go build -o "$jaeger" github.com/jaegertracing/jaeger/cmd/jaeger)
+fi
+echo "building rlproxy, bench/upstream" >&2
 go build -o "$bin/rlproxy-worktree" ./cmd/rlproxy
 (cd bench && go build -o "$bin/upstream" ./upstream && go build -o "$bin/fixedload" ./cmd/fixedload)
 
@@ -97,7 +102,7 @@ tracing:
   batch_timeout: 100ms
 EOF
 
-"$bin/jaeger" --config "$dir/jaeger.yaml" >"$dir/jaeger.log" 2>&1 &
+"$jaeger" --config "$dir/jaeger.yaml" >"$dir/jaeger.log" 2>&1 &
 pids+=($!)
 redis-server --port "$vk" --bind 127.0.0.1 --save "" --appendonly no >/dev/null &
 pids+=($!)
