@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/textproto"
+	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -123,17 +124,16 @@ func (l *loader) priorityClasses(n *yaml.Node, path string) {
 	l.c.Server.PriorityClasses = classes
 }
 
-// share decodes a number in [0, 1].
+// share decodes a class's share, a number in [0, 1]: 0 guarantees the class
+// nothing (it gets what the others leave), unlike breaker ratios' (0, 1].
 func (l *loader) share(n *yaml.Node, path string) (float64, bool) {
-	if isZero(n) {
-		return 0, true
+	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!float" || n.ShortTag() == "!!int") {
+		if v, err := strconv.ParseFloat(n.Value, 64); err == nil && v >= 0 && v <= 1 {
+			return v, true
+		}
 	}
-	return l.ratio(n, path)
-}
-
-// isZero reports whether n is the number 0.
-func isZero(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && (n.Value == "0" || n.Value == "0.0")
+	l.errorf(n, path, "%s: want a number from 0 to 1", describe(n))
+	return 0, false
 }
 
 // ClassNames returns the configured priority classes' names, highest

@@ -72,6 +72,10 @@ func TestOverloadProblems(t *testing.T) {
 			"x.yaml:1: server.priority_classes: the shares sum to 1.1: at most 1"},
 		{"duplicate class", "server: { priority_classes: [{ name: a, share: 0.1 }, { name: a, share: 0.1 }] }\n" + base + route,
 			`x.yaml:1: server.priority_classes[1].name: "a": duplicate class (first at line 1)`},
+		{"share below 0", "server: { priority_classes: [{ name: a, share: -0.1 }] }\n" + base + route,
+			`x.yaml:1: server.priority_classes[0].share: "-0.1": want a number from 0 to 1`},
+		{"share as text", "server: { priority_classes: [{ name: a, share: half }] }\n" + base + route,
+			`x.yaml:1: server.priority_classes[0].share: "half": want a number from 0 to 1`},
 		{"bad header", "server: { priority_header: 'x y' }\n" + base + route,
 			`x.yaml:1: server.priority_header: "x y" is not a header name`},
 	}
@@ -82,5 +86,22 @@ func TestOverloadProblems(t *testing.T) {
 				t.Fatalf("error %v\nwant %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestPriorityShareZero: a share of 0, however written, is accepted (the
+// class is guaranteed nothing), not refused as a breaker ratio would be.
+func TestPriorityShareZero(t *testing.T) {
+	for _, zero := range []string{"0", "0.0", "0.00", "0e0"} {
+		src := "server: { priority_classes: [{ name: a, share: 0.5 }, { name: b, share: " + zero + " }] }\n" +
+			"upstreams:\n  app: { url: http://127.0.0.1:9001 }\nroutes: [{ name: r, upstream: app }]\n"
+		c, err := ParseWith("/etc/rlproxy/x.yaml", []byte(src), LoadOptions{})
+		if err != nil {
+			t.Errorf("share %s: %v", zero, err)
+			continue
+		}
+		if got := c.Server.PriorityClasses; len(got) != 2 || got[1] != (PriorityClass{"b", 0}) {
+			t.Errorf("share %s: classes %+v", zero, got)
+		}
 	}
 }
