@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/mail"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -61,7 +62,7 @@ func (l *loader) acmeSection(dst **ACME) *section {
 	return &section{
 		optional: true,
 		fields: []field{
-			{name: "email", value: l.strVal(&a.Email), doc: "Contact address of the ACME account (the CA's expiry and policy notices)."},
+			{name: "email", value: l.acmeEmailVal(a, bad), doc: "Contact address of the ACME account (the CA's expiry and policy notices)."},
 			{name: "domains", need: "required: the names to obtain certificates for", value: value{func() schema { return listShape(stringShape(), false) }, func(n *yaml.Node, path string) {
 				if !l.acmeDomains(n, path, a) {
 					bad()
@@ -108,6 +109,25 @@ func (l *loader) acmeSection(dst **ACME) *section {
 			*dst = a
 		},
 	}
+}
+
+// acmeEmailVal decodes tls.acme.email, a bare address (RFC 5322
+// addr-spec): the account's contact is its mailto: URL (RFC 8555 §7.3),
+// which a CA would otherwise refuse (invalidContact) only at the first order.
+func (l *loader) acmeEmailVal(a *ACME, bad func()) value {
+	return value{stringShape, func(n *yaml.Node, path string) {
+		v, ok := l.str(n, path)
+		if !ok {
+			bad()
+			return
+		}
+		if addr, err := mail.ParseAddress(v); v != "" && (err != nil || addr.Address != v) {
+			l.errorf(n, path, "%q: want an email address such as ops@example.com", v)
+			bad()
+			return
+		}
+		a.Email = v
+	}}
 }
 
 // acmeChallengesVal decodes tls.acme.challenges into a (sorted, each

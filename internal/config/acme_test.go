@@ -47,6 +47,8 @@ func TestACME(t *testing.T) {
 	}
 	for _, tt := range []struct{ src, want string }{
 		{"tls:\n  acme:\n    email: a@b.c\n", path + `:2: tls.acme.domains: required: the names to obtain certificates for`},
+		{acme("domains: [a.example.com]", "email: ops"), path + `:4: tls.acme.email: "ops": want an email address such as ops@example.com`},
+		{acme("domains: [a.example.com]", `email: "Ops <ops@example.com>"`), path + `:4: tls.acme.email: "Ops <ops@example.com>": want an email address such as ops@example.com`},
 		{acme("domains: []"), path + `:3: tls.acme.domains: want at least one name`},
 		{acme(`domains: ["*.example.com"]`), path + `:3: tls.acme.domains[0]: "*.example.com": wildcard names need the DNS-01 challenge, which rlproxy does not support`},
 		{acme("domains: [localhost]"), path + `:3: tls.acme.domains[0]: "localhost": want a DNS host name`},
