@@ -77,6 +77,15 @@ func (l *loader) priorityFields() []field {
 	}
 }
 
+// warnPriorityHeader warns about a server.priority_header no request can
+// set: it is believed only from real_ip.trusted_proxies, and there are none.
+func (l *loader) warnPriorityHeader(top object) {
+	if l.c.Server.PriorityHeader != "" && len(l.c.RealIP.TrustedProxies) == 0 {
+		l.warnf(mappingValue(top.get("server"), "priority_header"), "server.priority_header",
+			"ignored: no real_ip.trusted_proxies, the only peers it is believed from (every other peer's is removed)")
+	}
+}
+
 // priorityClasses decodes server.priority_classes.
 func (l *loader) priorityClasses(n *yaml.Node, path string) {
 	items, ok := l.list(n, path, false)

@@ -105,3 +105,21 @@ func TestPriorityShareZero(t *testing.T) {
 		}
 	}
 }
+
+// TestPriorityHeaderWarning: a priority header with no trusted proxy to
+// believe it from is a warning naming its line; with one it is not.
+func TestPriorityHeaderWarning(t *testing.T) {
+	const rest = "upstreams:\n  app: { url: http://127.0.0.1:9001, adaptive_concurrency: {} }\nroutes: [{ name: r, upstream: app }]\n"
+	c, err := ParseWith("/etc/rlproxy/x.yaml", []byte("server:\n  priority_header: X-Priority\n"+rest), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "/etc/rlproxy/x.yaml:2: server.priority_header: ignored: no real_ip.trusted_proxies, the only peers it is believed from (every other peer's is removed)"
+	if len(c.Warnings) != 1 || c.Warnings[0].String() != want {
+		t.Errorf("warnings %v, want %s", c.Warnings, want)
+	}
+	c, err = ParseWith("/etc/rlproxy/x.yaml", []byte("server: { priority_header: X-Priority }\nreal_ip: { trusted_proxies: [10.0.0.0/8] }\n"+rest), LoadOptions{})
+	if err != nil || len(c.Warnings) != 0 {
+		t.Errorf("with trusted proxies: %v, warnings %v", err, c.Warnings)
+	}
+}
