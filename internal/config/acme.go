@@ -82,7 +82,7 @@ func (l *loader) acmeSection(dst **ACME) *section {
 					bad()
 				}
 			}}, doc: "Directory (created 0700, files 0600) holding the ACME account, certificates and keys, or valkey: the store.valkey server, shared by a fleet (needs store type valkey and storage_secret_env)."},
-			{name: "storage_secret_env", value: l.secretVal(&a.StorageSecret, 16),
+			{name: "storage_secret_env", value: l.acmeSecretVal(a),
 				doc: "Environment variable holding the secret (at least 16 bytes) that encrypts what storage: valkey keeps (AES-256-GCM); the same on every instance."},
 			{name: "http_listen", value: l.listenVal(&a.HTTPListen),
 				doc: "Plain HTTP listener, HOST:PORT (\":80\" needs CAP_NET_BIND_SERVICE): answers HTTP-01 challenges and redirects every other request to HTTPS."},
@@ -103,12 +103,24 @@ func (l *loader) acmeSection(dst **ACME) *section {
 				l.errorf(o.missing(), o.field("storage_secret_env"), "required with storage valkey: the secret that encrypts the stored keys")
 				return
 			}
-			if a.Storage != StorageValkey && a.StorageSecret != nil {
+			if a.Storage != StorageValkey && o.has("storage_secret_env") {
 				l.warnf(o.get("storage_secret_env"), o.field("storage_secret_env"), "unused: only storage valkey is encrypted (a directory is protected by its 0700 permissions)")
 			}
 			*dst = a
 		},
 	}
+}
+
+// acmeSecretVal decodes tls.acme.storage_secret_env, reading the variable
+// only for storage valkey (decoded before it), the one storage it encrypts:
+// beside a directory it is unused, a warning, unset or not.
+func (l *loader) acmeSecretVal(a *ACME) value {
+	secret := l.secretVal(&a.StorageSecret, 16)
+	return value{secret.shape, func(n *yaml.Node, path string) {
+		if a.Storage == StorageValkey {
+			secret.set(n, path)
+		}
+	}}
 }
 
 // acmeEmailVal decodes tls.acme.email, a bare address (RFC 5322

@@ -42,6 +42,13 @@ func TestACME(t *testing.T) {
 		t.Fatalf("valkey storage: %v", err)
 	}
 
+	// Beside a directory the secret is unused: a warning, even unset.
+	c, err = parse("tls:\n  acme:\n    domains: [a.example.com]\n    storage_secret_env: RLPROXY_TEST_ACME_UNSET\n" + tail)
+	if want := path + ":4: tls.acme.storage_secret_env: unused: only storage valkey is encrypted (a directory is protected by its 0700 permissions)"; err != nil ||
+		len(c.Warnings) != 1 || c.Warnings[0].String() != want || c.TLS.ACME.StorageSecret != nil {
+		t.Fatalf("secret beside a directory: %v, warnings %v, want %s", err, c.Warnings, want)
+	}
+
 	acme := func(lines ...string) string {
 		return "tls:\n  acme:\n    " + strings.Join(lines, "\n    ") + "\n"
 	}
