@@ -18,8 +18,8 @@ var luaFiles embed.FS
 
 // Script returns the decision script's source exactly as Decide sends it
 // (EVAL on NOSCRIPT): the prelude, each algorithm's file in algo.Kind
-// order, the dispatch function generated from the algorithms' descriptors
-// (dispatchLua) and the dispatcher. Benchmarks that drive the server
+// order, the dispatch functions generated from the algorithms' descriptors
+// (dispatchLua, allotterLua) and the dispatcher. Benchmarks that drive the server
 // directly use it too (redis-benchmark EVALSHA, bench/valkey.sh). Its
 // arguments are described in lua/dispatch.lua. It panics if a part is
 // missing from the embedded files, a build mistake every test of the
@@ -39,6 +39,7 @@ func Script() string {
 		part(a.Name + ".lua")
 	}
 	src.WriteString(dispatchLua())
+	src.WriteString(allotterLua())
 	part("dispatch.lua")
 	return src.String()
 }
@@ -111,5 +112,26 @@ func dispatchLua() string {
 		}
 	}
 	b.WriteString("  end\nend\n")
+	return b.String()
+}
+
+// allotterLua writes the function allotter(kind), which returns the
+// kind's allot_<name> (lua/dispatch.lua's mode 4) for the algorithms that
+// slice (algo.Algorithm.Slices), their calendar variants included, and
+// nil for the others.
+func allotterLua() string {
+	var b strings.Builder
+	b.WriteString("local function allotter(kind)\n")
+	for _, a := range algo.Kinds() {
+		if a.Slices == algo.SliceNone {
+			continue
+		}
+		fmt.Fprintf(&b, "  if kind == %d then\n    return allot_%s\n  end\n", a.Kind, a.Name)
+		if a.Has("calendar") {
+			l := algo.Limit{Kind: a.Kind, Calendar: &algo.Calendar{}}
+			fmt.Fprintf(&b, "  if kind == %d then\n    return allot_%s_calendar\n  end\n", scriptKind(&l), a.Name)
+		}
+	}
+	b.WriteString("  return nil\nend\n")
 	return b.String()
 }
