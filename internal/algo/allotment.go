@@ -13,3 +13,11 @@ func (l *Limit) AllotmentRefusal() string {
 	}
 	return ""
 }
+
+// WindowEnd is the Unix ms at which the window containing now ends: the
+// epoch window's or the calendar period's end. It means nothing for the
+// algorithms that are not windows.
+func (l *Limit) WindowEnd(now int64) int64 {
+	id, _, _, _, _, _ := l.window(now)
+	return l.windowEnd(id, 0)
+}
