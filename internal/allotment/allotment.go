@@ -64,6 +64,9 @@ type Options struct {
 	MaxKeys int
 	// Timeout bounds each fetch and return; 0 means 5 s.
 	Timeout time.Duration
+	// SweepEvery is how often a goroutine returns the slices that ended
+	// (Sweep) until Close; 0 starts none.
+	SweepEvery time.Duration
 }
 
 // Layer is a store.Store that decides the checks carrying an Allotment
@@ -84,6 +87,7 @@ type Layer struct {
 	policies atomic.Pointer[map[string]*Stats]
 	keys     atomic.Int64
 	closed   atomic.Bool
+	stop     chan struct{} // closed by Close: the sweeper ends
 }
 
 // shard is one part of the layer: the keys holding slices and the heat
@@ -98,7 +102,8 @@ type shard struct {
 // Stats is one policy's allotment figures, the metrics
 // rlproxy_allotment_outstanding_units and rlproxy_allotment_fetches_total.
 type Stats struct {
-	// Outstanding is units held in slices and not yet spent.
+	// Outstanding is units charged in the store for slices and not yet
+	// spent locally or given back.
 	Outstanding atomic.Int64
 	// Fetches is slices asked for (granted or not).
 	Fetches atomic.Uint64
@@ -130,6 +135,10 @@ func New(next store.Store, src Source, opt Options) *Layer {
 	}
 	m := map[string]*Stats{}
 	l.policies.Store(&m)
+	l.stop = make(chan struct{})
+	if opt.SweepEvery > 0 {
+		go l.sweep(opt.SweepEvery)
+	}
 	return l
 }
 
@@ -213,11 +222,11 @@ func (l *Layer) stats(policy string) *Stats {
 	return s
 }
 
-// Each calls f with every policy's Stats that took a slice, for the
-// metrics.
-func (l *Layer) Each(f func(policy string, s *Stats)) {
+// EachAllotment implements metrics.AllotmentStats: f gets every policy
+// that took a slice, its units held and its fetches.
+func (l *Layer) EachAllotment(f func(policy string, outstanding int64, fetches uint64)) {
 	for p, s := range *l.policies.Load() {
-		f(p, s)
+		f(p, s.Outstanding.Load(), s.Fetches.Load())
 	}
 }
 
@@ -247,12 +256,13 @@ func (l *Layer) takeBack(e *entry, s *slice) func() {
 	if n <= 0 {
 		return nil
 	}
-	e.stats.Outstanding.Add(-n)
 	ret := []store.Check{{Key: e.key, Limit: e.limit, Cost: n}}
+	st := e.stats
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), l.tmo)
 		defer cancel()
 		_ = l.src.Refund(ctx, ret, at)
+		st.Outstanding.Add(-n) // charged until here
 	}
 }
 
@@ -333,13 +343,13 @@ func (l *Layer) Sweep(now int64) {
 	}
 }
 
-// Run sweeps every interval until ctx ends.
-func (l *Layer) Run(ctx context.Context, every time.Duration) {
+// sweep calls Sweep every interval until Close.
+func (l *Layer) sweep(every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-l.stop:
 			return
 		case <-t.C:
 			l.Sweep(l.now())
@@ -367,7 +377,10 @@ func (l *Layer) Charge(ctx context.Context, checks []store.Check, now int64) err
 // Close returns every unused unit (waiting for the returns, each bounded
 // by Options.Timeout) and closes next.
 func (l *Layer) Close() error {
-	l.closed.Store(true)
+	if l.closed.Swap(true) {
+		return nil
+	}
+	close(l.stop)
 	var wg sync.WaitGroup
 	for i := range l.shards {
 		sh := &l.shards[i]

@@ -70,7 +70,7 @@ func outstanding(fl []instance, skip int) int64 {
 		if i == skip {
 			continue
 		}
-		in.l.Each(func(_ string, s *Stats) { n += s.Outstanding.Load() })
+		in.l.EachAllotment(func(_ string, o int64, _ uint64) { n += o })
 	}
 	return n
 }
@@ -79,7 +79,7 @@ func outstanding(fl []instance, skip int) int64 {
 func fetches(fl []instance) uint64 {
 	var n uint64
 	for _, in := range fl {
-		in.l.Each(func(_ string, s *Stats) { n += s.Fetches.Load() })
+		in.l.EachAllotment(func(_ string, _ int64, f uint64) { n += f })
 	}
 	return n
 }
