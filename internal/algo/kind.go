@@ -1,6 +1,9 @@
 package algo
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Kind names an algorithm.
 type Kind uint8
@@ -155,14 +158,7 @@ func Describe(k Kind) *Algorithm {
 func (a *Algorithm) Charges() bool { return !a.Leases }
 
 // Has reports whether field is one of a's config Fields.
-func (a *Algorithm) Has(field string) bool {
-	for _, f := range a.Fields {
-		if f == field {
-			return true
-		}
-	}
-	return false
-}
+func (a *Algorithm) Has(field string) bool { return slices.Contains(a.Fields, field) }
 
 // String is the algorithm's name as `rlproxy compare` prints it ("fixed
 // window", "sliding counter", …): its Label.

@@ -159,7 +159,7 @@ func (d *decoder) policyLimit(o object, p *Policy) {
 	}
 	a := algorithms()[slices.Index(algorithmNames(), name)]
 	for _, f := range d.algorithmFields() {
-		if o.has(f.name) && !slices.Contains(a.Fields, f.name) {
+		if o.has(f.name) && !a.Has(f.name) {
 			d.errorf(o.keys[f.name], o.field(f.name), "field %q does not apply to algorithm %s (it takes %s)", f.name, a.Name, strings.Join(a.Fields, ", "))
 		}
 	}
@@ -185,7 +185,7 @@ func (d *decoder) extendPolicy(s schema) {
 	for _, a := range algorithms() {
 		banned := schema{}
 		for _, f := range d.algorithmFields() {
-			if !slices.Contains(a.Fields, f.name) {
+			if !a.Has(f.name) {
 				banned[f.name] = false
 			}
 		}
