@@ -43,6 +43,9 @@ const (
 	// minSlice is the smallest slice asked for: a fetch then serves at
 	// least this many requests, so fetches stay below 1/minSlice of them.
 	minSlice = 16
+	// maxWant bounds the units one fetch asks for (below 2^53: the
+	// script's doubles).
+	maxWant = 1e15
 	// shards is the number of independently locked parts of the layer.
 	shards = 16
 	// heatSlots is the number of hashed heat counters per shard.
@@ -289,7 +292,7 @@ func (l *Layer) fetch(e *entry, want, at int64) {
 		e.lean = recv + ttl // the store is failing: decide per request (the fail mode) for a while
 		return
 	}
-	s := slice{units: granted, size: granted, at: used, until: sent + ttl, left: left, reset: recv + reset}
+	s := slice{units: granted, size: granted, at: used, got: recv, until: sent + ttl, left: left, reset: recv + reset}
 	if a := algo.Describe(ck.Limit.Kind); a.Slices == algo.SliceWindow {
 		// The window ends (end - used) after the store's now, which the
 		// store read no earlier than sent; the rtt more keeps the last
@@ -297,7 +300,7 @@ func (l *Layer) fetch(e *entry, want, at int64) {
 		s.until = min(s.until, sent+ck.Limit.WindowEnd(used)-used-(recv-sent))
 	}
 	e.rtt = recv - sent
-	if granted < want/4 { // little left: per request until it refills or the window ends
+	if granted < minSlice { // little left: per request until it refills or the window ends
 		e.lean = s.until
 		if a := algo.Describe(ck.Limit.Kind); a.Slices == algo.SliceWindow {
 			e.lean = sent + ck.Limit.WindowEnd(used) - used

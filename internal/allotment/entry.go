@@ -33,8 +33,9 @@ type entry struct {
 type slice struct {
 	// units is the units not yet spent; size those granted.
 	units, size int64
-	// at is the store's now of the fetch: a return refunds at it.
-	at int64
+	// at is the store's now of the fetch: a return refunds at it; got
+	// the local ms it arrived.
+	at, got int64
 	// until is the local ms from which the slice is not spent: the ttl
 	// from the fetch's send, for windows also the window's end minus
 	// the round trip.
@@ -103,25 +104,36 @@ func (l *Layer) spend(e *entry, t, cost int64, d *algo.Decision) bool {
 }
 
 // wanted is the size of the slice to fetch for e at t, 0 for none: a
-// slice is fetched when the current one is half spent (or gone) and no
-// other is held or on its way, sized to serve half a ttl of the key's
-// rate, at least minSlice. A window's slice is not fetched in its last
+// slice is fetched when the current one is half spent, or has left less
+// than two round trips of its rate, or is gone, and no other is held or
+// on its way, sized to serve half a ttl of the key's
+// rate — the larger of its rate over the heat periods and the rate the
+// current slice is being spent at, so a key that speeds up once its
+// requests no longer wait on the store gets large slices at once — and
+// at least minSlice. A window's slice is not fetched in its last
 // two round trips (it would be clipped at once): the next window's
 // first requests fetch. It marks e fetching. e.mu is held.
 func (e *entry) wanted(t, hot int64) int64 {
 	if e.fetching || t < e.lean || e.next.units > 0 || e.n+e.prev < hot {
 		return 0
 	}
-	if e.cur.units > e.cur.size/2 && t < e.cur.until {
+	var r float64 // units per ms the current slice is spent at
+	if s := &e.cur; s.size > s.units {
+		r = float64(s.size-s.units) / float64(max(t-s.got, 1))
+	}
+	if t < e.cur.until && e.cur.units > max(e.cur.size/2, int64(r*float64(2*e.rtt+1))) {
 		return 0
 	}
 	ttl := e.set.TTL
 	if algo.Describe(e.limit.Kind).Slices == algo.SliceWindow && e.limit.WindowEnd(t)-t <= 2*e.rtt+1 {
 		return 0
 	}
-	want := max(ceilDiv((e.n+e.prev)*(ttl/2+1), t-e.start+ttl), minSlice)
+	want := max(ceilDiv((e.n+e.prev)*(ttl/2+1), t-e.start+ttl), int64(min(r*float64(ttl/2), maxWant)))
+	if e.cur.size > 0 && t-e.cur.got < ttl/4 { // spent fast: at least double
+		want = max(want, min(2*e.cur.size, maxWant))
+	}
 	e.fetching = true
-	return want
+	return max(want, minSlice)
 }
 
 // ceilDiv is ceil(a/b) for a >= 0, b > 0.
