@@ -28,7 +28,8 @@ if now == 0 then
 end
 for i = 1, #KEYS do
   local kind = ARGV[4 + (i - 1) * nargs]
-  if not algorithm(tonumber(kind)) then
+  local k = tonumber(kind)
+  if not k or k < 1 or k > kinds or k % 1 ~= 0 then
     return redis.error_reply('ERR rlproxy: unknown algorithm kind ' .. kind)
   end
 end
@@ -83,15 +84,15 @@ if mode == '2' or mode == '3' then
   return { now }
 end
 
--- decideWith returns the decision on key at now of a check with the values
--- that check() returns (the algorithms' five values), charging it when
+-- decideWith returns the decision on key at now of a check with the
+-- decide and quota functions f and quota (algorithm) and the values that
+-- check() returns (the algorithms' five values), charging it when
 -- charge is true and it is accepted; peek decides it at cost 0. A cost
 -- above the check's quota (q of RateLimit-Policy: requests accepted at one
 -- instant from idle, algo.Limit.Quota) can never be accepted: it is
 -- refused with the peek's remaining and reset, and no retry time
 -- (algo.Limit.Decide). An algorithm that counts leases has no quota_N.
-local function decideWith(key, charge, peek, kind, count, period, burst, delay, nodelay, cost, lease)
-  local f, _, _, quota = algorithm(kind)
+local function decideWith(key, charge, peek, f, quota, count, period, burst, delay, nodelay, cost, lease)
   if peek then
     cost = 0
   elseif quota and cost > quota(count, burst) then
@@ -103,7 +104,9 @@ end
 
 -- decide is decideWith for check i.
 local function decide(i, charge, peek)
-  return decideWith(KEYS[i], charge, peek, check(i))
+  local kind, count, period, burst, delay, nodelay, cost, lease = check(i)
+  local f, _, _, quota = algorithm(kind)
+  return decideWith(KEYS[i], charge, peek, f, quota, count, period, burst, delay, nodelay, cost, lease)
 end
 
 -- One request, one check to charge (a route with one policy, the common
@@ -121,16 +124,19 @@ if n > 1 then
   writeback()
 end
 local out = { now }
-local key1, kind, count, period, burst, delay, nodelay, cost, lease
+local key1, f, quota, count, period, burst, delay, nodelay, cost, lease
 if #KEYS == 1 and mode == '0' then -- parsed once for all n
+  local kind, decide1, _, _, quota1
   key1 = KEYS[1]
   kind, count, period, burst, delay, nodelay, cost, lease = check(1)
+  decide1, _, _, quota1 = algorithm(kind)
+  f, quota = decide1, quota1
 end
 for r = 0, n - 1 do
   local base = 1 + r * 5 * #KEYS
   if key1 then
     out[base + 1], out[base + 2], out[base + 3], out[base + 4], out[base + 5] =
-      decideWith(key1, true, false, kind, count, period, burst, delay, nodelay, cost, lease)
+      decideWith(key1, true, false, f, quota, count, period, burst, delay, nodelay, cost, lease)
   else
     -- Phase 1: every decision, reads only.
     local all = true

@@ -1,8 +1,10 @@
 -- rlproxy decision script, part 1 of 3: shared helpers. The Go side
 -- (script.go) concatenates prelude.lua, one file per algorithm
--- (<name>.lua, name as package algo's descriptor spells it), the dispatch
--- table it generates from those descriptors and dispatch.lua into ONE
--- script, run once per decision (EVALSHA). The arithmetic is
+-- (<name>.lua, name as package algo's descriptor spells it, each the body
+-- of a function unit_<name> that returns its functions, so a run creates
+-- the closures of the algorithms it uses only), the dispatch function it
+-- generates from those descriptors and dispatch.lua into ONE script, run
+-- once per decision (EVALSHA). The arithmetic is
 -- docs/DESIGN.md "Decision arithmetic": integers held in Lua doubles,
 -- every intermediate below 2^53, so it agrees with internal/algo.
 --
