@@ -94,6 +94,12 @@ func unitReturn(a *algo.Algorithm) string {
 	if a.Has("calendar") {
 		fns += ", " + luaFuncs(a, a.Name+"_calendar")
 	}
+	if a.Slices != algo.SliceNone { // after the others: allotter picks them (allotterLua)
+		fns += ", allot_" + a.Name
+		if a.Has("calendar") {
+			fns += ", allot_" + a.Name + "_calendar"
+		}
+	}
 	return "  return " + fns + "\nend\n"
 }
 
@@ -140,7 +146,8 @@ func dispatchLua() string {
 // allotterLua writes the function allotter(kind), which returns the
 // kind's allot_<name> (lua/dispatch.lua's mode 4) for the algorithms that
 // slice (algo.Algorithm.Slices), their calendar variants included, and
-// nil for the others.
+// nil for the others: the last values of the algorithm's unit_<name>
+// (unitReturn), picked with select.
 func allotterLua() string {
 	var b strings.Builder
 	b.WriteString("local function allotter(kind)\n")
@@ -148,10 +155,14 @@ func allotterLua() string {
 		if a.Slices == algo.SliceNone {
 			continue
 		}
-		fmt.Fprintf(&b, "  if kind == %d then\n    return allot_%s\n  end\n", a.Kind, a.Name)
+		at := 5 // after decide, refund, charge and quota (unitReturn)
+		if a.Has("calendar") {
+			at = 9 // and their calendar variants
+		}
+		fmt.Fprintf(&b, "  if kind == %d then\n    return (select(%d, unit_%s()))\n  end\n", a.Kind, at, a.Name)
 		if a.Has("calendar") {
 			l := algo.Limit{Kind: a.Kind, Calendar: &algo.Calendar{}}
-			fmt.Fprintf(&b, "  if kind == %d then\n    return allot_%s_calendar\n  end\n", scriptKind(&l), a.Name)
+			fmt.Fprintf(&b, "  if kind == %d then\n    return (select(%d, unit_%s()))\n  end\n", scriptKind(&l), at+1, a.Name)
 		}
 	}
 	b.WriteString("  return nil\nend\n")
