@@ -62,10 +62,16 @@ type Metrics struct {
 	traffic           *traffic // traffic.go
 	cleanupErrors     *prometheus.CounterVec
 	costHeaderInvalid *prometheus.CounterVec
+	adaptive          *adaptiveCollector
 	store             *storeMetrics          // store.go
 	proxyErrors       *prometheus.CounterVec // proxy.go
 	badRequests       *prometheus.CounterVec // badrequest.go
 }
+
+// Discard returns a Metrics registered on a registry of its own that
+// nothing scrapes: what a component counts into when its caller has no
+// registry (metrics off, a unit test), so that no call site checks for nil.
+func Discard() *Metrics { return New(prometheus.NewRegistry(), "") }
 
 // New builds the collectors and registers them, with the Go runtime and
 // process collectors, on reg, which also serves them through Handler. version
@@ -155,6 +161,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 
 	m.store = newStoreMetrics(reg)
 	m.badRequests = newBadRequests(reg)
+	m.adaptive = newAdaptiveCollector(reg)
 	reg.MustRegister(
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
 		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.waitingLimit, m.breakerOpen,

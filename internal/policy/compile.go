@@ -30,6 +30,9 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 		now:       opts.Now,
 		log:       opts.Log,
 	}
+	if l.metrics == nil {
+		l.metrics = metrics.Discard()
+	}
 	if l.injected = l.now != nil; !l.injected {
 		l.now = time.Now
 	}
@@ -122,8 +125,9 @@ func (l *Limiter) compilePlans(cp *config.Plans, cfg *config.Config) (*PlanSet, 
 		}
 		number[pname] = uint32(len(ps.plans))
 		ps.plans = append(ps.plans, pols)
+		ps.names = append(ps.names, pname)
 	}
-	ps.fallback = ps.plans[number[cp.Default]]
+	ps.fallback, ps.fallName = ps.plans[number[cp.Default]], cp.Default
 	var sums []clientkey.Sum
 	var entries []planEntry
 	for cred, pname := range cp.Keys.All() {
@@ -145,9 +149,6 @@ func (l *Limiter) compilePlans(cp *config.Plans, cfg *config.Config) (*PlanSet, 
 }
 
 func (l *Limiter) countersFor(route, pol string) *metrics.PolicyCounters {
-	if l.metrics == nil {
-		return nil
-	}
 	k := route + "\x00" + pol
 	c, ok := l.counters[k]
 	if !ok {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rlproxy/internal/accesslog"
+	"rlproxy/internal/adaptive"
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/live"
@@ -38,8 +39,9 @@ type Runtime struct {
 	realIP    *realip.Resolver
 	upstreams map[string]*upstream // by route name
 	quota     *quotaEndpoint
-	noRoute   *metrics.RouteTraffic // route "-"; nil without metrics
-	redact    []string              // query keys the access log never shows
+	noRoute   *metrics.RouteTraffic     // route "-"
+	redact    []string                  // query keys the access log never shows
+	gates     map[string]*adaptive.Gate // by upstream name: those with adaptive_concurrency
 }
 
 // Server is the public HTTP handler. The zero value is not usable; use New.
@@ -59,22 +61,25 @@ type Server struct {
 	// clients shows client ids in the refusal log as the admin page does.
 	clients *clientkey.Display
 	writers sync.Pool // *finalWriter
-	// badRequests counts Refuse's answers by reason; nil entries without metrics.
+	// badRequests counts Refuse's answers by reason (OK's entry unused).
 	badRequests [reqview.NumReasons]prometheus.Counter
 }
 
-// New returns a Server serving rt.
+// New returns a Server serving rt and counting into m (nil:
+// metrics.Discard()).
 func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
+	if m == nil {
+		m = metrics.Discard()
+	}
 	s := &Server{metrics: m, log: log, clients: clientkey.NewDisplay()}
 	s.results.New = func() any { return new(policy.Result) }
 	s.records.New = func() any { return new(record) }
 	s.writers.New = func() any { return new(finalWriter) }
-	if m != nil {
-		for r := reqview.OK + 1; r < reqview.NumReasons; r++ {
-			s.badRequests[r] = m.BadRequests(r.String())
-		}
+	for r := reqview.OK + 1; r < reqview.NumReasons; r++ {
+		s.badRequests[r] = m.BadRequests(r.String())
 	}
 	s.Swap(rt)
+	m.SetAdaptive(func() []adaptive.State { return s.rt.Load().Overload(time.Now()) })
 	return s
 }
 
@@ -87,9 +92,7 @@ func (s *Server) ClientDisplay() *clientkey.Display { return s.clients }
 // close once in-flight requests are done).
 func (s *Server) Swap(rt *Runtime) *Runtime {
 	prev := s.rt.Swap(rt)
-	if s.metrics != nil {
-		s.metrics.SetWaitingLimit(rt.Config.Server.MaxWaiting)
-	}
+	s.metrics.SetWaitingLimit(rt.Config.Server.MaxWaiting)
 	// A new sampler only when the rate changed: an unchanged one keeps its
 	// second's budget and its count of suppressed lines across reloads.
 	if prev == nil || s.refusal.Load() == nil || prev.Config.Log.RefusalsPerSecond != rt.Config.Log.RefusalsPerSecond {
@@ -167,7 +170,7 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime, reason reqview.
 	if r.Header["Upgrade"] != nil {
 		r = up.upgrades.screen(r)
 	}
-	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP()) {
+	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP() || up.gate != nil) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
 	if up.maxBody > 0 && r.ContentLength > up.maxBody {
@@ -188,6 +191,13 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime, reason reqview.
 	if !route.Limited() {
 		rc.decision = decisionUnlimited
 		s.live.Observe(route, nil)
+		if up.gate != nil { // adaptive_concurrency (overload.go)
+			t, ok := s.acquireSlot(rc, w, r, rt, up, nil, ip, 0)
+			if !ok {
+				return
+			}
+			defer finishSlot(rc, t)
+		}
 		s.forward(up.plain, w, r, 0, nil)
 		return
 	}
@@ -223,6 +233,13 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime, reason reqview.
 			rt.Limiter.Settle(res, policy.Settlement{Status: statusClientClosed})
 			return
 		}
+	}
+	if up.gate != nil { // adaptive_concurrency (overload.go)
+		t, ok := s.acquireSlot(rc, w, r, rt, up, res, ip, time.Duration(res.Wait)*time.Millisecond)
+		if !ok {
+			return
+		}
+		defer finishSlot(rc, t)
 	}
 	if route.Settles() {
 		s.forwardSettled(w, r, rt, route, up.limited, res)
@@ -312,9 +329,7 @@ var badRequestProblems = [reqview.NumReasons]problemKind{
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, v *reqview.View, rt *Runtime, route *policy.Route, ip netip.Addr, res *policy.Result) bool {
 	start := time.Now()
 	_ = rt.Limiter.Decide(r.Context(), route, v, ip, res)
-	if s.metrics != nil {
-		s.metrics.ObserveDecision(time.Since(start))
-	}
+	s.metrics.ObserveDecision(time.Since(start))
 	s.live.Observe(route, res)
 	switch res.Outcome {
 	case policy.Unavailable:
@@ -383,13 +398,11 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, v *reqview.View, r
 		// Refunded before answering: a client that retries on the answer
 		// must find the bucket without this request in it.
 		rt.Limiter.Refund(res)
-		if s.metrics != nil {
-			which := metrics.CapMaxWaiting
-			if d > srv.MaxWait {
-				which = metrics.CapMaxWait
-			}
-			s.metrics.ShapingRefusal(route.Name, which)
+		which := metrics.CapMaxWaiting
+		if d > srv.MaxWait {
+			which = metrics.CapMaxWait
 		}
+		s.metrics.ShapingRefusal(route.Name, which)
 		// Describe the state without this request (a peek after the
 		// refund), or the decision's if the peek fails.
 		peek := s.results.Get().(*policy.Result)
@@ -407,15 +420,13 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, v *reqview.View, r
 }
 
 // Hold waits d, a leaky-bucket turn the policies granted, counted in m's
-// delay histogram and waiting gauge (m may be nil). It returns true when
+// delay histogram and waiting gauge. It returns true when
 // the wait is over, false when ctx ended first (the caller went away: the
 // request is not forwarded, and stays charged, as with nginx).
 func Hold(ctx context.Context, d time.Duration, m *metrics.Metrics) bool {
-	if m != nil {
-		m.ObserveDelay(d)
-		m.AddWaiting(1)
-		defer m.AddWaiting(-1)
-	}
+	m.ObserveDelay(d)
+	m.AddWaiting(1)
+	defer m.AddWaiting(-1)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -23,7 +23,7 @@ type record struct {
 
 	start   time.Time
 	route   string                // "" = no route matched
-	traffic *metrics.RouteTraffic // the route's series; nil without metrics
+	traffic *metrics.RouteTraffic // the route's series
 	// decision is the access log's verdict (decisionAllowed, ...), with
 	// policy (rejected by) and waitMS (delayed).
 	decision string
@@ -53,6 +53,7 @@ const (
 	decisionQuota       = "quota"       // the quota endpoint answered
 	decisionBadRequest  = "bad-request" // refused with 400 before routing (reqview)
 	decisionTooLarge    = "too-large"   // refused for a declared body over max_body_size
+	decisionShed        = "shed"        // refused by the upstream's adaptive concurrency limit (503 overloaded)
 )
 
 func (rc *record) reset(w http.ResponseWriter, start time.Time) {
@@ -121,7 +122,5 @@ func (rc *record) finish(rt *Runtime, now time.Time) {
 	if rc.route == "" {
 		t = rt.noRoute
 	}
-	if t != nil {
-		t.Observe(rc.status, now.Sub(rc.start))
-	}
+	t.Observe(rc.status, now.Sub(rc.start))
 }

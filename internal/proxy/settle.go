@@ -32,7 +32,7 @@ func (s *Server) forwardSettled(w http.ResponseWriter, r *http.Request, rt *Runt
 	}
 	if name := route.CostResponseHeader; name != "" {
 		st.Cost, st.HasCost = responseCost(w.Header(), name)
-		if !st.HasCost && s.metrics != nil && upstreamAnswered(st.Status) {
+		if !st.HasCost && upstreamAnswered(st.Status) {
 			s.metrics.CostHeaderInvalid(route.Name)
 		}
 	}

@@ -115,7 +115,7 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 			TLSConfig:   opt.TLS,
 			Sentinel:    valkeygo.SentinelOption{MasterSet: opt.SentinelMaster},
 			// A decision script may have run when the connection broke:
-			// never resend it (valkey.Lua still retries EVALSHA's NOSCRIPT
+			// never resend it (valkey-go's Lua still retries EVALSHA's NOSCRIPT
 			// with EVAL, which is safe since NOSCRIPT means nothing ran).
 			DisableRetry: true,
 			// Client-side caching serves no command here.
