@@ -27,6 +27,7 @@ import (
 	"rlproxy/internal/policy"
 	"rlproxy/internal/realip"
 	"rlproxy/internal/reqview"
+	"rlproxy/internal/tracing"
 	upstreampkg "rlproxy/internal/upstream"
 )
 
@@ -63,6 +64,8 @@ type Server struct {
 	writers sync.Pool // *finalWriter
 	// badRequests counts Refuse's answers by reason (OK's entry unused).
 	badRequests [reqview.NumReasons]prometheus.Counter
+	// tracer traces requests (trace.go); nil: tracing off.
+	tracer *tracing.Tracer
 }
 
 // New returns a Server serving rt and counting into m (nil:
@@ -116,9 +119,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.view, reason = reqview.Read(r) // the one view of r every reader shares
 	rc.closeAfter = closesUnlessSwitched(r)
 	rt := s.rt.Load()
+	if s.tracer != nil {
+		r = s.traceStart(rc, r, rt)
+	}
 	al := s.access.Load()
 	if al != nil {
-		rc.logging, rc.requestID = true, requestID(r)
+		rc.logging = true
+		if rc.requestID == "" { // with tracing on, the trace id
+			rc.requestID = requestID(r)
+		}
 	}
 	// Deferred: a response that broke while streaming ends in
 	// ReverseProxy's http.ErrAbortHandler panic, and is counted too.
@@ -130,6 +139,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if al != nil {
 			s.logAccess(al, rc, rt, now)
+		}
+		if s.tracer != nil {
+			traceEnd(rc, r, rt)
 		}
 		s.records.Put(rc)
 	}()
@@ -170,7 +182,7 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime, reason reqview.
 	if r.Header["Upgrade"] != nil {
 		r = up.upgrades.screen(r)
 	}
-	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP() || up.gate != nil) {
+	if up.pool != nil && (rc.logging || s.tracer != nil || up.pool.NeedsClientIP() || up.gate != nil) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
 	if up.maxBody > 0 && r.ContentLength > up.maxBody {
@@ -204,7 +216,11 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime, reason reqview.
 
 	res := s.results.Get().(*policy.Result)
 	defer s.results.Put(res)
-	if !s.decide(w, r, v, rt, route, ip, res) {
+	ok := s.decide(w, r, v, rt, route, ip, res)
+	if s.tracer != nil {
+		traceDecided(rc, res)
+	}
+	if !ok {
 		rc.decision = decisionUnavailable
 		if res.Outcome == policy.Refuse {
 			rc.decision = decisionRejected
