@@ -31,9 +31,9 @@ import (
 // Entry is one request's line. The strings are the request's own, read
 // during Log only.
 type Entry struct {
-	Time      time.Time  // when the request arrived
-	Client    netip.Addr // the real client address (real_ip)
-	Peer      string     // the TCP peer, host:port
+	Time      time.Time      // when the request arrived
+	Client    netip.Addr     // the real client address (real_ip)
+	Peer      netip.AddrPort // the TCP peer (logged "" when unknown)
 	Method    string
 	Host      string
 	Path      string // the escaped path

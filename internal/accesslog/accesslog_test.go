@@ -33,7 +33,7 @@ func (g *gateWriter) Write(p []byte) (int, error) {
 }
 
 func entry(i int) *Entry {
-	return &Entry{Time: time.Unix(1700000000, 0), Client: netip.MustParseAddr("192.0.2.1"), Peer: "192.0.2.1:5000",
+	return &Entry{Time: time.Unix(1700000000, 0), Client: netip.MustParseAddr("192.0.2.1"), Peer: netip.MustParseAddrPort("192.0.2.1:5000"),
 		Method: "GET", Host: "api.example", Path: "/v1/items", Query: "api_key=s3cr3t&page=" + string(rune('0'+i%10)),
 		Proto: "HTTP/1.1", Status: 200, Bytes: 13, Duration: 1500 * time.Microsecond, Route: "api",
 		Decision: "delayed", WaitMS: 120, Upstream: "10.0.0.1:80", UpstreamStatus: 200,

@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -21,7 +22,7 @@ func appendJSON(b []byte, e *Entry) []byte {
 	b = appendUTCMillis(b, e.Time)
 	b = append(b, `","client":"`...)
 	b = e.Client.AppendTo(b)
-	b = str(append(b, `","peer":`...), e.Peer)
+	b = appendPeer(append(b, `","peer":`...), e.Peer)
 	b = str(append(b, `,"method":`...), e.Method)
 	b = str(append(b, `,"host":`...), e.Host)
 	b = append(b, `,"path":`...)
@@ -72,11 +73,21 @@ func appendCombined(b []byte, e *Entry) []byte {
 	b = appendSeconds(append(b, " ut="...), e.UpstreamTime)
 	b = strconv.AppendInt(append(b, " retries="...), int64(e.Retries), 10)
 	b = strconv.AppendQuote(append(b, " id="...), e.RequestID)
-	b = strconv.AppendQuote(append(b, " peer="...), e.Peer)
+	b = appendPeer(append(b, " peer="...), e.Peer)
 	return append(b, '\n')
 }
 
 func str(b []byte, s string) []byte { return appendJSONString(b, s) }
+
+// appendPeer appends the peer quoted ("192.0.2.1:5000", "[2001:db8::1]:443"),
+// or "" when unknown: in both formats, as its bytes need no escaping.
+func appendPeer(b []byte, p netip.AddrPort) []byte {
+	b = append(b, '"')
+	if p.IsValid() {
+		b = p.AppendTo(b)
+	}
+	return append(b, '"')
+}
 
 // appendDecision is the verdict in words: "delayed 120 ms", "rejected by
 // api", or the bare decision.

@@ -10,6 +10,7 @@ import (
 	"rlproxy/internal/config"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/proxy"
+	"rlproxy/internal/reqview"
 )
 
 // lookupView is the quota lookup form and, when asked, its answer.
@@ -56,7 +57,9 @@ func (p *page) lookup(ctx context.Context, rt *proxy.Runtime, q url.Values) look
 	if a, err := netip.ParseAddr(strings.TrimSpace(v.Key)); err != nil || a.Unmap() != ip {
 		withCredential(r, rt.Config, v.Key)
 	}
-	ans := rt.Quota(ctx, []*policy.Route{route}, r, ip, new(policy.Result))
+	// The key sources read the view's headers, query and TLS state.
+	rv := reqview.View{Method: r.Method, Header: reqview.StdHeaders(r.Header), Query: r.URL.RawQuery}
+	ans := rt.Quota(ctx, []*policy.Route{route}, &rv, ip, new(policy.Result))
 	for _, qp := range ans.Policies {
 		v.Rows = append(v.Rows, quotaRow{Policy: qp.Name, Client: p.display(rt.Config, qp.Client),
 			Limit: qp.Limit, Remaining: qp.Remaining, ResetSec: qp.Reset,

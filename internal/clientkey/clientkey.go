@@ -51,7 +51,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
-	"net/http"
 	"net/netip"
 	"net/textproto"
 	"net/url"
@@ -61,6 +60,7 @@ import (
 	"time"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/reqview"
 )
 
 // hashBytes is how much of the HMAC-SHA256 a hashed id keeps: 128 bits,
@@ -83,6 +83,9 @@ type Extractor struct {
 	// hashers pools keyed HMAC states: hmac.New allocates, and a hasher is
 	// not safe for concurrent use.
 	hashers sync.Pool
+	// collectors pools reqview.Collectors for fields a request may send
+	// on several lines (Cookie).
+	collectors sync.Pool
 	// now is the clock for JWT exp/nbf (time.Now; tests inject one).
 	now func() time.Time
 }
@@ -150,28 +153,29 @@ func New(spec config.KeySpec, jwt config.JWT, hashSecret []byte) (*Extractor, er
 		c.tag = append(append([]byte{byte(s.Kind)}, c.name...), 0)
 		e.sources = append(e.sources, c)
 	}
+	e.collectors.New = func() any { return reqview.NewCollector() }
 	e.hashers.New = func() any {
 		return &hasher{mac: hmac.New(sha256.New, hashSecret)}
 	}
 	return e, nil
 }
 
-// Key appends the client id of r to dst and returns the extended slice
+// Key appends the client id of request v to dst and returns the extended slice
 // (append style, like strconv.AppendInt, so the caller can build the whole
 // store key in one reused buffer). clientIP is the request's client address
 // from realip. With a reused dst the ip, global, header, query and cookie
 // paths do not allocate (a query value with %-escapes and JWT claims do).
-func (e *Extractor) Key(dst []byte, r *http.Request, clientIP netip.Addr) []byte {
-	dst, _, _ = e.CredentialKey(dst, r, clientIP)
+func (e *Extractor) Key(dst []byte, v *reqview.View, clientIP netip.Addr) []byte {
+	dst, _, _ = e.CredentialKey(dst, v, clientIP)
 	return dst
 }
 
 // CredentialKey is Key, also returning the Sum a credential's id ("h:…")
 // spells, ok false for any other id (ip, global, combined): a plan index
 // looks it up without decoding the id.
-func (e *Extractor) CredentialKey(dst []byte, r *http.Request, clientIP netip.Addr) (id []byte, sum Sum, ok bool) {
+func (e *Extractor) CredentialKey(dst []byte, v *reqview.View, clientIP netip.Addr) (id []byte, sum Sum, ok bool) {
 	if e.combine {
-		return e.appendTuple(dst, r, clientIP), sum, false
+		return e.appendTuple(dst, v, clientIP), sum, false
 	}
 	for i := range e.sources {
 		s := &e.sources[i]
@@ -181,10 +185,10 @@ func (e *Extractor) CredentialKey(dst []byte, r *http.Request, clientIP netip.Ad
 		case config.SourceGlobal:
 			return append(dst, "global"...), sum, false
 		}
-		if v, ok := e.value(s, r); ok {
+		if val, ok := e.value(s, v); ok {
 			h := e.hashers.Get().(*hasher)
 			h.start('h')
-			field(h, s.tag, true, v)
+			field(h, s.tag, true, val)
 			dst, sum = h.appendSum(append(dst, "h:"...))
 			e.hashers.Put(h)
 			return dst, sum, true
@@ -195,7 +199,7 @@ func (e *Extractor) CredentialKey(dst []byte, r *http.Request, clientIP netip.Ad
 
 // appendTuple appends the "t:" id of every source together, or the ip id
 // when every member is absent.
-func (e *Extractor) appendTuple(dst []byte, r *http.Request, clientIP netip.Addr) []byte {
+func (e *Extractor) appendTuple(dst []byte, v *reqview.View, clientIP netip.Addr) []byte {
 	h := e.hashers.Get().(*hasher)
 	defer e.hashers.Put(h)
 	h.start('t')
@@ -211,8 +215,8 @@ func (e *Extractor) appendTuple(dst []byte, r *http.Request, clientIP netip.Addr
 			field(h, s.tag, true, "")
 			present = true
 		default:
-			v, ok := e.value(s, r)
-			field(h, s.tag, ok, v)
+			val, ok := e.value(s, v)
+			field(h, s.tag, ok, val)
 			present = present || ok
 		}
 	}
@@ -246,21 +250,21 @@ func (e *Extractor) appendIP(dst []byte, a netip.Addr) []byte {
 
 // value returns the credential of a header, query, cookie or jwt source and
 // whether it is present (non-empty after trimming whitespace).
-func (e *Extractor) value(s *source, r *http.Request) (string, bool) {
+func (e *Extractor) value(s *source, r *reqview.View) (string, bool) {
 	var v string
 	switch s.kind {
 	case config.SourceHeader:
-		if vs := r.Header[s.name]; len(vs) > 0 {
-			v = vs[0] // as Header.Get: the first line
-		}
+		v, _ = r.Header.Get(s.name) // as http.Header.Get: the first line
 	case config.SourceQuery:
-		if r.URL != nil {
-			v = queryValue(r.URL.RawQuery, s.name)
-		}
+		v = queryValue(r.Query, s.name)
 	case config.SourceCookie:
-		v = cookieValue(r.Header["Cookie"], s.name)
+		c := e.collectors.Get().(*reqview.Collector)
+		v = cookieValue(c.Values(r.Header, "Cookie"), s.name)
+		c.Release()
+		e.collectors.Put(c)
 	case config.SourceJWT:
-		v = e.jwtClaim(r.Header["Authorization"], s.name)
+		auth, _ := r.Header.Get("Authorization")
+		v = e.jwtClaim(auth, s.name)
 	case config.SourceTLS:
 		v = certField(r.TLS, s.name)
 	}
@@ -322,15 +326,12 @@ func cookieValue(lines []string, name string) string {
 	return ""
 }
 
-// jwtClaim returns claim of the bearer token in the Authorization lines (RFC
-// 6750 section 2.1), as its string value or its JSON number literal, or ""
+// jwtClaim returns claim of the bearer token in the (first) Authorization
+// value auth (RFC 6750 section 2.1), as its string value or its JSON number literal, or ""
 // when there is no token, it is malformed, the claim is missing or of
 // another type, or (with a secret) the token does not verify.
-func (e *Extractor) jwtClaim(auth []string, claim string) string {
-	if len(auth) == 0 {
-		return ""
-	}
-	scheme, token, _ := strings.Cut(strings.TrimSpace(auth[0]), " ")
+func (e *Extractor) jwtClaim(auth, claim string) string {
+	scheme, token, _ := strings.Cut(strings.TrimSpace(auth), " ")
 	if !strings.EqualFold(scheme, "Bearer") {
 		return ""
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/reqview"
 )
 
 var (
@@ -58,17 +59,24 @@ func newExtractor(t testing.TB, spec config.KeySpec, verify bool, sources ...str
 	return e
 }
 
-// request builds a real request: target, then header lines "Name: value".
-func request(target string, headers ...string) *http.Request {
+// request builds a real request's view: target, then header lines
+// "Name: value".
+func request(target string, headers ...string) *reqview.View {
 	r := httptest.NewRequest(http.MethodGet, target, nil)
 	for _, h := range headers {
 		k, v, _ := strings.Cut(h, ": ")
 		r.Header.Add(k, v)
 	}
-	return r
+	return view(r)
 }
 
-func key(e *Extractor, r *http.Request, ip netip.Addr) string {
+// view is r's request view (reqview.Read: r's header map shared, not copied).
+func view(r *http.Request) *reqview.View {
+	v, _ := reqview.Read(r)
+	return &v
+}
+
+func key(e *Extractor, r *reqview.View, ip netip.Addr) string {
 	return string(e.Key(nil, r, ip))
 }
 
@@ -118,7 +126,7 @@ func TestKey(t *testing.T) {
 		name    string
 		sources []string
 		verify  bool
-		r       *http.Request
+		r       *reqview.View
 		want    string // exact id; "h:" or "t:" alone = any hash of that form
 		same    string // another test's name whose id must equal this one's
 	}{
@@ -411,7 +419,7 @@ func TestAllocs(t *testing.T) {
 		name    string
 		spec    config.KeySpec
 		sources []string
-		r       *http.Request
+		r       *reqview.View
 		ip      netip.Addr
 	}{
 		{"ip", config.KeySpec{}, []string{"ip"}, request("/"), clientIP},
@@ -435,7 +443,7 @@ func BenchmarkKey(b *testing.B) {
 	for _, c := range []struct {
 		name    string
 		sources []string
-		r       *http.Request
+		r       *reqview.View
 	}{
 		{"ip", []string{"ip"}, request("/")},
 		{"header", []string{"header:X-API-Key", "ip"}, request("/", "X-API-Key: 0123456789abcdef0123456789abcdef")},
@@ -462,7 +470,7 @@ func TestSumOfCredentialID(t *testing.T) {
 	ip := netip.MustParseAddr("192.0.2.1")
 	byHeader := httptest.NewRequest("GET", "/", nil)
 	byHeader.Header.Set("X-Key", "v1")
-	reqs := []*http.Request{byHeader, httptest.NewRequest("GET", "/?k=v1", nil)}
+	reqs := []*reqview.View{view(byHeader), view(httptest.NewRequest("GET", "/?k=v1", nil))}
 	sums := e.Credentials(nil, " v1 ")
 	if len(sums) != 2 || sums[0] == sums[1] {
 		t.Fatalf("sums %x: want 2 distinct", sums)
@@ -491,12 +499,12 @@ func TestSumOfCredentialID(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		e    *Extractor
-		r    *http.Request
+		r    *reqview.View
 		id   string
 	}{
-		{"no credential", e, httptest.NewRequest("GET", "/", nil), "ip:192.0.2.1"},
-		{"ip key", ipOnly, byHeader, "ip:192.0.2.1"},
-		{"combined", combined, byHeader, string(combined.Key(nil, byHeader, ip))},
+		{"no credential", e, request("/"), "ip:192.0.2.1"},
+		{"ip key", ipOnly, view(byHeader), "ip:192.0.2.1"},
+		{"combined", combined, view(byHeader), string(combined.Key(nil, view(byHeader), ip))},
 	} {
 		if id, sum, ok := c.e.CredentialKey(nil, c.r, ip); string(id) != c.id || sum != (Sum{}) || ok {
 			t.Errorf("%s: CredentialKey %s, %x, %v; want %s, no sum", c.name, id, sum, ok, c.id)

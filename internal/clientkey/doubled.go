@@ -1,13 +1,13 @@
 package clientkey
 
 import (
-	"net/http"
 	"strings"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/reqview"
 )
 
-// Doubled reports whether r carries a credential one of e's header, query
+// Doubled reports whether request v carries a credential one of e's header, query
 // or cookie sources reads more than once: a header field repeated, or
 // spelled with "_" for "-" (CGI, WSGI and Rack upstreams read X_Api_Key as
 // X-Api-Key); a query parameter named twice, names compared unescaped and
@@ -20,19 +20,27 @@ import (
 // the upstream reads another would let a client send a fresh decoy, and
 // get a fresh budget, on every request. It does not allocate unless a
 // query name holds a %-escape.
-func (e *Extractor) Doubled(r *http.Request) bool {
+func (e *Extractor) Doubled(v *reqview.View) bool {
+	var c *reqview.Collector
+	defer func() {
+		if c != nil {
+			c.Release()
+			e.collectors.Put(c)
+		}
+	}()
 	for i := range e.sources {
 		s := &e.sources[i]
+		if c == nil && (s.kind == config.SourceHeader || s.kind == config.SourceCookie) {
+			c = e.collectors.Get().(*reqview.Collector)
+		}
 		var n int
 		switch s.kind {
 		case config.SourceHeader:
-			n = headerCount(r.Header, s.name)
+			n = headerCount(c.Fields(v.Header), s.name)
 		case config.SourceQuery:
-			if r.URL != nil {
-				n = queryCount(r.URL.RawQuery, s.name)
-			}
+			n = queryCount(v.Query, s.name)
 		case config.SourceCookie:
-			n = cookieCount(r.Header["Cookie"], s.name)
+			n = cookieCount(c.Values(v.Header, "Cookie"), s.name)
 		}
 		if n > 1 {
 			return true
@@ -41,16 +49,13 @@ func (e *Extractor) Doubled(r *http.Request) bool {
 	return false
 }
 
-// headerCount counts the fields named name (canonical) in h, also under
-// any spelling equal to it case-insensitively with "_" for "-".
-func headerCount(h http.Header, name string) int {
-	n := len(h[name])
-	if n > 1 {
-		return n
-	}
-	for k, vs := range h {
-		if k != name && len(k) == len(name) && sameHeaderName(k, name) {
-			n += len(vs)
+// headerCount counts the fields named name in fields, under any spelling
+// equal to it case-insensitively with "_" for "-".
+func headerCount(fields []reqview.Field, name string) int {
+	n := 0
+	for _, f := range fields {
+		if len(f.Name) == len(name) && sameHeaderName(f.Name, name) {
+			n++
 		}
 	}
 	return n

@@ -7,6 +7,7 @@ import (
 
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
+	"rlproxy/internal/reqview"
 )
 
 func ExampleExtractor_Key() {
@@ -25,13 +26,14 @@ func ExampleExtractor_Key() {
 	buf := make([]byte, 0, 64) // reused across requests: no allocation
 
 	r := httptest.NewRequest("GET", "/api/", nil)
+	v, _ := reqview.Read(r) // the view reads r's header map in place
 	buf = append(buf[:0], "rl:v2:{"...)
-	buf = e.Key(buf, r, ip)
+	buf = e.Key(buf, &v, ip)
 	buf = append(buf, "}:api"...)
 	fmt.Println(string(buf))
 
 	r.Header.Set("X-API-Key", "sk_live_123")
-	id := e.Key(nil, r, ip)
+	id := e.Key(nil, &v, ip)
 	fmt.Println(clientkey.Redact(string(id)))
 	// Output:
 	// rl:v2:{ip:2001:db8:1:2::/64}:api

@@ -1,12 +1,11 @@
 package clientkey
 
 import (
-	"net/http"
 	"net/netip"
-	"net/url"
 	"testing"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/reqview"
 )
 
 // FuzzKey checks that for any header, query, cookie, token and address Key
@@ -40,9 +39,9 @@ func FuzzKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, hdr, query, cookie, auth string, ip []byte, which uint8) {
 		e := extractors[int(which)%len(extractors)]
 		addr, _ := netip.AddrFromSlice(ip) // invalid when len(ip) is not 4 or 16
-		r := &http.Request{
-			URL: &url.URL{Path: "/", RawQuery: query},
-			Header: http.Header{
+		r := &reqview.View{
+			Query: query,
+			Header: reqview.StdHeaders{
 				"X-Key":         {hdr},
 				"Cookie":        {cookie},
 				"Authorization": {auth},

@@ -59,16 +59,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		proxy.WriteUntrustedCaller(w, r)
 		return
 	}
-	orig, ok := described(r)
+	v, ans, ok := described(r)
 	if !ok {
 		proxy.WriteNotDescribed(w, r)
 		return
 	}
 	// The described request is read as the proxy reads its own (package
 	// reqview): a spelling the proxy would refuse is refused here too.
-	v, reason := reqview.Read(orig)
-	if reason != reqview.OK {
-		h.srv.Refuse(w, orig, reason)
+	if reason := reqview.Check(&v, r); reason != reqview.OK {
+		h.srv.Refuse(w, ans, reason)
 		return
 	}
 	route := rt.Limiter.Match(&v)
@@ -76,24 +75,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	if route.Doubled(orig) {
-		h.srv.Refuse(w, orig, reqview.DuplicateCredential)
+	if route.Doubled(&v) {
+		h.srv.Refuse(w, ans, reqview.DuplicateCredential)
 		return
 	}
-	ip := rt.ClientIP(peer, orig.Header)
+	ip := rt.ClientIP(peer, v.Header)
 	out := w
 	fa := rt.Config.ForwardAuth
 	if fa.RefusedStatus != 0 && fa.RefusedStatus != rt.Config.Response.Status {
 		out = &refusedStatus{ResponseWriter: w, from: rt.Config.Response.Status, to: fa.RefusedStatus}
 	}
-	if h.srv.Judge(out, orig, rt, route, ip) {
+	if h.srv.Judge(out, ans, &v, rt, route, ip) {
 		w.WriteHeader(http.StatusOK)
 	}
 }
 
-// described rebuilds the original request r describes; false when r names
-// no parsable original URI.
-func described(r *http.Request) (*http.Request, bool) {
+// described returns the view of the original request r describes, and r
+// as the answers name it (a shallow copy with the original's method and
+// URL: a problem's instance is the original path); false when r names no
+// parsable original URI. The view reads r's header fields in place, less
+// those that describe the original; its peer and TLS state are r's.
+func described(r *http.Request) (reqview.View, *http.Request, bool) {
 	uri := r.Header.Get(hdrFwdURI)
 	method := r.Header.Get(hdrFwdMethod)
 	if uri == "" {
@@ -103,27 +105,62 @@ func described(r *http.Request) (*http.Request, bool) {
 		}
 	}
 	if uri == "" {
-		return nil, false
+		return reqview.View{}, nil, false
 	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil {
-		return nil, false
+		return reqview.View{}, nil, false
 	}
-	o := r.Clone(r.Context())
+	orig, _ := reqview.Read(r) // r's peer, TLS state and protocol
+	orig.Target, orig.Header = uri, originalHeaders(r.Header)
 	if method != "" {
-		o.Method = method
+		orig.Method = method
 	}
-	o.URL, o.RequestURI = u, uri
 	if host := r.Header.Get(hdrFwdHost); host != "" {
 		// A chain of proxies may have listed several: the first is the client's.
 		host, _, _ = strings.Cut(host, ",")
-		o.Host = strings.TrimSpace(host)
+		orig.RawHost = strings.TrimSpace(host)
 	}
+	ans := r.WithContext(r.Context())
+	ans.Method, ans.URL, ans.RequestURI = orig.Method, u, uri
+	return orig, ans, true
+}
+
+// originalHeaders is the original request's header fields: a forward-auth
+// request's, less those describing the original (they are not part of it).
+type originalHeaders http.Header
+
+// describing reports whether name is one of the fields that describe the
+// original request.
+func describing(name string) bool {
 	for _, k := range [...]string{hdrFwdMethod, hdrFwdURI, hdrFwdHost, hdrOrigMethod, hdrOrigURI} {
-		delete(o.Header, k)
+		if strings.EqualFold(name, k) {
+			return true
+		}
 	}
-	o.Body, o.ContentLength = http.NoBody, 0
-	return o, true
+	return false
+}
+
+// Get implements reqview.Headers.
+func (h originalHeaders) Get(name string) (string, bool) {
+	if describing(name) {
+		return "", false
+	}
+	return reqview.StdHeaders(h).Get(name)
+}
+
+// Values implements reqview.Headers.
+func (h originalHeaders) Values(name string, fn func(string) bool) {
+	if !describing(name) {
+		reqview.StdHeaders(h).Values(name, fn)
+	}
+}
+
+// Each implements reqview.Headers.
+func (h originalHeaders) Each(fn func(name, value string) bool) {
+	reqview.StdHeaders(h).Each(func(name, value string) bool {
+		return describing(name) || fn(name, value)
+	})
 }
 
 // refusedStatus turns the refusal status (response.status) into

@@ -11,6 +11,7 @@ import (
 
 	"rlproxy/internal/config"
 	"rlproxy/internal/policy"
+	"rlproxy/internal/reqview"
 	"rlproxy/internal/store/memory"
 	"rlproxy/internal/topk"
 )
@@ -57,7 +58,8 @@ func TestObserveAndSnapshot(t *testing.T) {
 	api, slow := l.Routes()[0], l.Routes()[1]
 	var res policy.Result
 	decide := func(rt *policy.Route, ip string) {
-		if err := l.Decide(context.Background(), rt, httptest.NewRequest("GET", "/api", nil), netip.MustParseAddr(ip), &res); err != nil {
+		v, _ := reqview.Read(httptest.NewRequest("GET", "/api", nil))
+		if err := l.Decide(context.Background(), rt, &v, netip.MustParseAddr(ip), &res); err != nil {
 			t.Fatal(err)
 		}
 		rec.Observe(rt, &res)
@@ -144,7 +146,8 @@ func BenchmarkObserve(b *testing.B) {
 	}{{"allowed", 1}, {"refused", 8}} { // burst 2: the 1st request passes, the 8th is refused
 		var res policy.Result
 		for range c.n {
-			if err := l.Decide(context.Background(), api, httptest.NewRequest("GET", "/api", nil), ip, &res); err != nil {
+			v, _ := reqview.Read(httptest.NewRequest("GET", "/api", nil))
+			if err := l.Decide(context.Background(), api, &v, ip, &res); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -36,7 +36,7 @@ func TestCleanupErrorsCounted(t *testing.T) {
 	var logs bytes.Buffer
 	l, rt := refundLimiterOpts(t, Options{Store: cleanupDown{ms}, Metrics: metrics.New(reg, "test"), LeasePrefix: "t-",
 		Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	r := httptest.NewRequest("GET", "/a", nil)
+	r := view(httptest.NewRequest("GET", "/a", nil))
 	ip := netip.MustParseAddr("192.0.2.7")
 	var res Result
 	if err := l.Decide(context.Background(), rt, r, ip, &res); err != nil || res.Outcome != Pass {

@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"errors"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/metrics"
+	"rlproxy/internal/reqview"
 	"rlproxy/internal/store"
 	"rlproxy/internal/store/guard"
 )
@@ -19,7 +19,7 @@ import (
 // ErrNoPolicy is returned by Decide for a route without policies.
 var ErrNoPolicy = errors.New("route has no policy")
 
-// Decide decides r (already matched to rt, from client address ip) and
+// Decide decides request v (already matched to rt, from client address ip) and
 // fills res. The returned error is only ever ErrNoPolicy: store failures are
 // folded into res by each policy's fail mode (res.Err keeps the cause).
 //
@@ -28,8 +28,8 @@ var ErrNoPolicy = errors.New("route has no policy")
 // enforcing policies from charging, and a refused request is charged by
 // none. When the store fails the enforcing decision, the fail modes decide
 // (failEnforcing).
-func (l *Limiter) Decide(ctx context.Context, rt *Route, r *http.Request, ip netip.Addr, res *Result) error {
-	if err := l.collect(res, rt, r, ip, rt.Cost); err != nil {
+func (l *Limiter) Decide(ctx context.Context, rt *Route, v *reqview.View, ip netip.Addr, res *Result) error {
+	if err := l.collect(res, rt, v, ip, rt.Cost); err != nil {
 		return err
 	}
 	l.decideCollected(ctx, res)
@@ -61,10 +61,10 @@ func (l *Limiter) decideCollected(ctx context.Context, res *Result) {
 	l.finish(res)
 }
 
-// Peek fills res with rt's policies' current state for r without charging
+// Peek fills res with rt's policies' current state for request v without charging
 // anything (the quota endpoint). It returns the store's error, if any.
-func (l *Limiter) Peek(ctx context.Context, rt *Route, r *http.Request, ip netip.Addr, res *Result) error {
-	if err := l.collect(res, rt, r, ip, 0); err != nil {
+func (l *Limiter) Peek(ctx context.Context, rt *Route, v *reqview.View, ip netip.Addr, res *Result) error {
+	if err := l.collect(res, rt, v, ip, 0); err != nil {
 		return err
 	}
 	for _, s := range [...]stage{stageEnforce, stageDryRun} {
@@ -89,16 +89,16 @@ func (l *Limiter) Peek(ctx context.Context, rt *Route, r *http.Request, ip netip
 // policy of the client's plan (the order Result.Items documents), each
 // with its check of cost in its stage. It returns ErrNoPolicy for a route
 // without policies.
-func (l *Limiter) collect(res *Result, rt *Route, r *http.Request, ip netip.Addr, cost int64) error {
+func (l *Limiter) collect(res *Result, rt *Route, v *reqview.View, ip netip.Addr, cost int64) error {
 	res.reset(cost)
 	if !rt.Limited() {
 		return ErrNoPolicy
 	}
 	for i, p := range rt.Policies {
-		l.addItem(res, p, rt.counters[i], r, ip, nil)
+		l.addItem(res, p, rt.counters[i], v, ip, nil)
 	}
 	if rt.Plans != nil {
-		l.addPlan(res, rt, r, ip)
+		l.addPlan(res, rt, v, ip)
 	}
 	return nil
 }
@@ -106,11 +106,11 @@ func (l *Limiter) collect(res *Result, rt *Route, r *http.Request, ip netip.Addr
 // addPlan adds the items of the client's plan: a known credential's plan,
 // keyed by the credential's id (copied to res.credBuf: addItem reuses
 // keyBuf), or the default plan, keyed by each policy's own key.
-func (l *Limiter) addPlan(res *Result, rt *Route, r *http.Request, ip netip.Addr) {
+func (l *Limiter) addPlan(res *Result, rt *Route, v *reqview.View, ip netip.Addr) {
 	ps := rt.Plans
 	var sum clientkey.Sum
 	var ok bool
-	res.keyBuf, sum, ok = ps.key.CredentialKey(res.keyBuf[:0], r, ip)
+	res.keyBuf, sum, ok = ps.key.CredentialKey(res.keyBuf[:0], v, ip)
 	pols, cred := ps.fallback, []byte(nil)
 	if ok {
 		if i, known := ps.index.lookup(sum); known {
@@ -119,7 +119,7 @@ func (l *Limiter) addPlan(res *Result, rt *Route, r *http.Request, ip netip.Addr
 		}
 	}
 	for _, p := range pols {
-		l.addItem(res, p, rt.planCounters[p.Name], r, ip, cred)
+		l.addItem(res, p, rt.planCounters[p.Name], v, ip, cred)
 	}
 }
 
@@ -127,7 +127,7 @@ func (l *Limiter) addPlan(res *Result, rt *Route, r *http.Request, ip netip.Addr
 // stage; client, when non-empty, is the client id to use instead of p's
 // own key (a known plan credential). A concurrency check of a charging
 // decision takes one lease, whatever the cost.
-func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, r *http.Request, ip netip.Addr, client []byte) {
+func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, v *reqview.View, ip netip.Addr, client []byte) {
 	it := Item{Policy: p, counters: c}
 	for _, pfx := range p.Exempt {
 		if pfx.Contains(ip) { // exempt: passes, not counted, no check
@@ -140,7 +140,7 @@ func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, r *
 	if len(client) > 0 {
 		b = append(b, client...)
 	} else {
-		b = p.key.Key(b, r, ip)
+		b = p.key.Key(b, v, ip)
 	}
 	b = append(b, '}')
 	b = append(b, p.keyTail...)

@@ -55,7 +55,7 @@ routes:
 			k, v, _ := strings.Cut(h, ": ")
 			r.Header.Add(k, v)
 		}
-		if got := routes[tc.route].Doubled(r); got != tc.want {
+		if got := routes[tc.route].Doubled(view(r)); got != tc.want {
 			t.Errorf("%s %s %v: Doubled = %v, want %v", tc.route, tc.target, tc.headers, got, tc.want)
 		}
 	}

@@ -46,7 +46,7 @@ routes: [ { name: all, upstream: app, policies: [shape, dry] } ]
 	ms := memory.New(memory.Options{MaxKeys: 100, SweepInterval: -1})
 	defer ms.Close()
 	ip := netip.MustParseAddr("192.0.2.9")
-	r := httptest.NewRequest("GET", "/", nil)
+	r := view(httptest.NewRequest("GET", "/", nil))
 	ctx := context.Background()
 
 	down, err := New(cfg, Options{Store: dryDown{ms}})

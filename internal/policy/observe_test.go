@@ -78,7 +78,7 @@ routes: [ { name: all, upstream: app, policies: [api] } ]
 		t.Fatal(err)
 	}
 	rt := l.Routes()[0]
-	r := httptest.NewRequest("GET", "/", nil)
+	r := view(httptest.NewRequest("GET", "/", nil))
 	ip := netip.MustParseAddr("192.0.2.9")
 	var res Result
 	decide := func(ctx context.Context) {

@@ -55,7 +55,7 @@ func TestPlanOfCredential(t *testing.T) {
 		r.Header.Set("X-API-Key", v)
 		return r
 	}
-	id := func(r *http.Request) string { return string(ex.Key(nil, r, ip)) }
+	id := func(r *http.Request) string { return string(ex.Key(nil, view(r), ip)) }
 	for _, c := range []struct {
 		name        string
 		r           *http.Request
@@ -68,7 +68,7 @@ func TestPlanOfCredential(t *testing.T) {
 		{"missing", httptest.NewRequest("GET", "/", nil), "anon", "rl:v2:{ip:192.0.2.1}:anon:tb"},
 	} {
 		var res Result
-		if err := l.Decide(context.Background(), l.Routes()[0], c.r, ip, &res); err != nil {
+		if err := l.Decide(context.Background(), l.Routes()[0], view(c.r), ip, &res); err != nil {
 			t.Fatal(err)
 		}
 		if len(res.Items) != 1 {

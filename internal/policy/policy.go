@@ -22,13 +22,13 @@ package policy
 
 import (
 	"log/slog"
-	"net/http"
 	"sync/atomic"
 	"time"
 
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/metrics"
+	"rlproxy/internal/reqview"
 	"rlproxy/internal/store"
 )
 
@@ -111,13 +111,13 @@ type Route struct {
 	keys         []*clientkey.Extractor             // every key spec the route's requests are keyed by, once each
 }
 
-// Doubled reports whether req carries twice a credential one of the
+// Doubled reports whether request v carries twice a credential one of the
 // route's key sources (of its policies, its plan key and its plans'
 // policies) reads (clientkey.Extractor.Doubled): such a request is refused
 // rather than keyed by one copy while the upstream reads another.
-func (r *Route) Doubled(req *http.Request) bool {
+func (r *Route) Doubled(v *reqview.View) bool {
 	for _, k := range r.keys {
-		if k.Doubled(req) {
+		if k.Doubled(v) {
 			return true
 		}
 	}

@@ -24,7 +24,7 @@ func TestRecordReuse(t *testing.T) {
 	defer fl.Close()
 	st := &slowStore{Store: ms, broken: true}
 	l, rt := refundLimiter(t, st, fl)
-	r := httptest.NewRequest("GET", "/a", nil)
+	r := view(httptest.NewRequest("GET", "/a", nil))
 	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	ctx := context.Background()
 	var res Result

@@ -60,7 +60,7 @@ func TestLimiterRefund(t *testing.T) {
 	defer st.Close()
 	l, rt := refundLimiter(t, st, nil)
 	ip := netip.MustParseAddr("192.0.2.7")
-	r := httptest.NewRequest("GET", "/a", nil)
+	r := view(httptest.NewRequest("GET", "/a", nil))
 	ctx := context.Background()
 	var first, second Result
 	if err := l.Decide(ctx, rt, r, ip, &first); err != nil || first.Outcome != Pass || first.Wait != 0 {
@@ -102,7 +102,7 @@ func TestLimiterRefundFloor(t *testing.T) {
 	defer floor.Close()
 	l, rt := refundLimiter(t, refundDown{}, floor)
 	ip := netip.MustParseAddr("192.0.2.8")
-	r := httptest.NewRequest("GET", "/a", nil)
+	r := view(httptest.NewRequest("GET", "/a", nil))
 	var res Result
 	if err := l.Decide(context.Background(), rt, r, ip, &res); err != nil || res.Outcome != Pass || res.Err == nil {
 		t.Fatalf("decide on a down store: %v outcome %v err %v", err, res.Outcome, res.Err)

@@ -38,7 +38,7 @@ routes: [ { name: login, upstream: app, policies: [fails, all] } ]
 	if !rt.Settles() {
 		t.Fatal("a route with a count_status policy does not settle")
 	}
-	r := httptest.NewRequest("POST", "/login", nil)
+	r := view(httptest.NewRequest("POST", "/login", nil))
 	ip := netip.MustParseAddr("192.0.2.5")
 	ctx := context.Background()
 	var res Result
@@ -100,7 +100,7 @@ routes:
 	if !rt.Settles() || rt.CostResponseHeader != "X-Tokens-Used" {
 		t.Fatalf("route settles %v, header %q", rt.Settles(), rt.CostResponseHeader)
 	}
-	r := httptest.NewRequest("POST", "/v1/chat", nil)
+	r := view(httptest.NewRequest("POST", "/v1/chat", nil))
 	ctx := context.Background()
 	ip := netip.MustParseAddr("192.0.2.7")
 	var res Result

@@ -7,6 +7,7 @@ import (
 
 	"rlproxy/internal/config"
 	"rlproxy/internal/policy"
+	"rlproxy/internal/reqview"
 )
 
 // This file is the proxy path's decision, answers and headers offered to
@@ -16,7 +17,7 @@ import (
 // ClientIP is the client address of a request from TCP peer with headers
 // h, under real_ip (nginx realip rules: h is believed only from trusted
 // proxies).
-func (rt *Runtime) ClientIP(peer netip.Addr, h http.Header) netip.Addr {
+func (rt *Runtime) ClientIP(peer netip.Addr, h reqview.Headers) netip.Addr {
 	return rt.realIP.ClientIP(peer, h)
 }
 
@@ -27,27 +28,29 @@ func (rt *Runtime) TrustedPeer(peer netip.Addr) bool { return rt.realIP.Trusted(
 // address, unmapped; the zero Addr when it does not parse.
 func PeerAddr(remote string) netip.Addr { return peerAddr(remote) }
 
-// Judge decides r, a request another proxy describes rather than one to
-// forward, on route for client ip, as ServeHTTP does: a refusal, an outage
+// Judge decides the request of view v, one another proxy describes rather
+// than one to forward, on route for client ip, as ServeHTTP does; r is the
+// request the answers are written for (its context bounds a wait, its path
+// is a problem's instance). A refusal, an outage
 // or a wait beyond the shaping caps is answered here (problem+json) and
 // Judge returns false; an allowed request has its quota headers set and
 // its leaky-bucket wait served, nothing written, and Judge returns true.
 // The policies count it as on the proxy path. Concurrency leases are
 // released at once: nothing tells Judge's caller when the request ends.
-func (s *Server) Judge(w http.ResponseWriter, r *http.Request, rt *Runtime, route *policy.Route, ip netip.Addr) bool {
+func (s *Server) Judge(w http.ResponseWriter, r *http.Request, v *reqview.View, rt *Runtime, route *policy.Route, ip netip.Addr) bool {
 	if !route.Limited() {
 		return true
 	}
 	res := s.results.Get().(*policy.Result)
 	defer s.results.Put(res)
-	if !s.decide(w, r, rt, route, ip, res) {
+	if !s.decide(w, r, v, rt, route, ip, res) {
 		return false
 	}
 	setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
 	if res.HasLeases() {
 		rt.Limiter.Release(res)
 	}
-	return res.Wait <= 0 || s.wait(w, r, rt, route, ip, res)
+	return res.Wait <= 0 || s.wait(w, r, v, rt, route, ip, res)
 }
 
 // WriteUntrustedCaller answers a decision listener's caller that is not

@@ -109,6 +109,8 @@ func (s *Server) Waiting() int64 { return s.waiting.Load() }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := s.records.Get().(*record)
 	rc.reset(w, time.Now())
+	var reason reqview.Reason
+	rc.view, reason = reqview.Read(r) // the one view of r every reader shares
 	rc.closeAfter = closesUnlessSwitched(r)
 	rt := s.rt.Load()
 	al := s.access.Load()
@@ -124,11 +126,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.clientLeft(rc, r, now)
 		}
 		if al != nil {
-			s.logAccess(al, rc, r, rt, now)
+			s.logAccess(al, rc, rt, now)
 		}
 		s.records.Put(rc)
 	}()
-	s.serve(rc, r, rt)
+	s.serve(rc, r, rt, reason)
 }
 
 // clientLeft logs, at debug level, a request whose client closed the
@@ -144,14 +146,15 @@ func (s *Server) clientLeft(rc *record, r *http.Request, now time.Time) {
 		slog.Int64("duration_ms", now.Sub(rc.start).Milliseconds()))
 }
 
-// serve answers r, noting in rc what it decided.
-func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
+// serve answers r, whose view is rc.view (read with reason), noting in rc
+// what it decided.
+func (s *Server) serve(rc *record, r *http.Request, rt *Runtime, reason reqview.Reason) {
 	var w http.ResponseWriter = rc
-	peer := peerAddr(r.RemoteAddr)
-	ip := rt.realIP.ClientIP(peer, r.Header)
+	v := &rc.view
+	ip := rt.realIP.ClientIP(v.Peer.Addr().Unmap(), v.Header)
 	rc.up.ClientIP = ip
 
-	route := s.route(rc, r, rt, ip)
+	route := s.route(rc, r, rt, ip, reason)
 	if route == nil {
 		return
 	}
@@ -191,7 +194,7 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 
 	res := s.results.Get().(*policy.Result)
 	defer s.results.Put(res)
-	if !s.decide(w, r, rt, route, ip, res) {
+	if !s.decide(w, r, v, rt, route, ip, res) {
 		rc.decision = decisionUnavailable
 		if res.Outcome == policy.Refuse {
 			rc.decision = decisionRejected
@@ -212,7 +215,7 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime) {
 	rc.decision = decisionAllowed
 	if res.Wait > 0 {
 		rc.decision, rc.waitMS = decisionDelayed, res.Wait
-		if !s.wait(w, r, rt, route, ip, res) {
+		if !s.wait(w, r, v, rt, route, ip, res) {
 			if rc.status != 0 { // refused by a shaping cap (else the client left)
 				rc.decision = decisionRejected
 			}
@@ -240,29 +243,29 @@ func refundTooLarge(l *policy.Limiter, r *http.Request, res *policy.Result) {
 }
 
 // route returns r's route, or answers r itself and returns nil: a request
-// that cannot be read unambiguously (400, reqview), the quota endpoint,
-// TRACE and CONNECT (405), no route (404), a credential of the route's key
-// sources sent twice (400).
-func (s *Server) route(rc *record, r *http.Request, rt *Runtime, ip netip.Addr) *policy.Route {
-	v, reason := reqview.Read(r)
+// that cannot be read unambiguously (400: reason, from reqview.Read), the
+// quota endpoint, TRACE and CONNECT (405), no route (404), a credential of
+// the route's key sources sent twice (400).
+func (s *Server) route(rc *record, r *http.Request, rt *Runtime, ip netip.Addr, reason reqview.Reason) *policy.Route {
+	v := &rc.view
 	if reason != reqview.OK {
 		s.refuse(rc, r, reason)
 		return nil
 	}
 	if rt.quota != nil && v.Path == rt.quota.path { // in any spelling, as routes
 		rc.decision = decisionQuota
-		s.serveQuota(rc, r, rt, ip, v.Host)
+		s.serveQuota(rc, r, v, rt, ip)
 		return nil
 	}
 	if !screen(rc, r) {
 		return nil
 	}
-	route := rt.Limiter.Match(&v)
+	route := rt.Limiter.Match(v)
 	switch {
 	case route == nil:
 		rc.decision = decisionNoRoute
 		writeProblem(rc, r, problemNoRoute, nil, nil)
-	case route.Doubled(r):
+	case route.Doubled(v):
 		s.refuse(rc, r, reqview.DuplicateCredential)
 		return nil
 	}
@@ -301,14 +304,14 @@ var badRequestProblems = [reqview.NumReasons]problemKind{
 	reqview.DuplicateCredential: problemDuplicateCredential,
 }
 
-// decide asks route's policies about r from client ip into res. It
+// decide asks route's policies about r (its view v) from client ip into res. It
 // answers a refusal (response.status) or an outage (503) itself and
 // returns false; for an allowed request it returns true and writes
 // nothing: its quota headers go on the final response (finalWriter), not
 // on a 1xx before it.
-func (s *Server) decide(w http.ResponseWriter, r *http.Request, rt *Runtime, route *policy.Route, ip netip.Addr, res *policy.Result) bool {
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, v *reqview.View, rt *Runtime, route *policy.Route, ip netip.Addr, res *policy.Result) bool {
 	start := time.Now()
-	_ = rt.Limiter.Decide(r.Context(), route, r, ip, res)
+	_ = rt.Limiter.Decide(r.Context(), route, v, ip, res)
 	if s.metrics != nil {
 		s.metrics.ObserveDecision(time.Since(start))
 	}
@@ -372,7 +375,7 @@ var closeConn = []string{"close"}
 // since a refused request is charged by none, the charge its decision made
 // is refunded first (policy.Limiter.Refund), so the refused requests leave
 // no water in the bucket to delay the next ones.
-func (s *Server) wait(w http.ResponseWriter, r *http.Request, rt *Runtime, route *policy.Route, ip netip.Addr, res *policy.Result) bool {
+func (s *Server) wait(w http.ResponseWriter, r *http.Request, v *reqview.View, rt *Runtime, route *policy.Route, ip netip.Addr, res *policy.Result) bool {
 	d := time.Duration(res.Wait) * time.Millisecond
 	srv := &rt.Config.Server
 	if n := s.waiting.Add(1); d > srv.MaxWait || n > int64(srv.MaxWaiting) {
@@ -391,7 +394,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, rt *Runtime, route
 		// refund), or the decision's if the peek fails.
 		peek := s.results.Get().(*policy.Result)
 		defer s.results.Put(peek)
-		if rt.Limiter.Peek(r.Context(), route, r, ip, peek) == nil {
+		if rt.Limiter.Peek(r.Context(), route, v, ip, peek) == nil {
 			res = peek
 		}
 		setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)

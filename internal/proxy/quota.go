@@ -58,7 +58,7 @@ type QuotaAnswer struct {
 	Policies  []QuotaPolicy `json:"policies"`
 }
 
-func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime, ip netip.Addr, host string) {
+func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, v *reqview.View, rt *Runtime, ip netip.Addr) {
 	q := rt.quota
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -72,14 +72,14 @@ func (s *Server) serveQuota(w http.ResponseWriter, r *http.Request, rt *Runtime,
 		writeProblem(w, r, problemQuotaLimited, nil, res)
 		return
 	}
-	routes, bad, ok := quotaRoutes(rt, r, host)
+	routes, bad, ok := quotaRoutes(rt, r, v.Host)
 	if !ok {
 		writeProblem(w, r, bad, nil, nil)
 		return
 	}
 	res := s.results.Get().(*policy.Result)
 	defer s.results.Put(res)
-	ans := rt.Quota(r.Context(), routes, r, ip, res)
+	ans := rt.Quota(r.Context(), routes, v, ip, res)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(&ans)
@@ -120,7 +120,7 @@ func quotaRoutes(rt *Runtime, r *http.Request, host string) (routes []*policy.Ro
 // the top, without charging anything (Limiter.Peek): the quota endpoint's
 // answer, and the admin page's quota lookup. res is scratch. Routes whose
 // store cannot answer are left out.
-func (rt *Runtime) Quota(ctx context.Context, routes []*policy.Route, r *http.Request, ip netip.Addr, res *policy.Result) QuotaAnswer {
+func (rt *Runtime) Quota(ctx context.Context, routes []*policy.Route, v *reqview.View, ip netip.Addr, res *policy.Result) QuotaAnswer {
 	ans := QuotaAnswer{Policies: []QuotaPolicy{}}
 	seen := map[string]bool{}
 	best, bestD := -1, algo.Decision{}
@@ -128,7 +128,7 @@ func (rt *Runtime) Quota(ctx context.Context, routes []*policy.Route, r *http.Re
 		if !route.Limited() {
 			continue
 		}
-		if err := rt.Limiter.Peek(ctx, route, r, ip, res); err != nil {
+		if err := rt.Limiter.Peek(ctx, route, v, ip, res); err != nil {
 			continue
 		}
 		for i := range res.Items {

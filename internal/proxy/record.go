@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rlproxy/internal/metrics"
+	"rlproxy/internal/reqview"
 	upstreampkg "rlproxy/internal/upstream"
 )
 
@@ -36,6 +37,9 @@ type record struct {
 	// closeAfter closes the connection after a final answer other than a
 	// 101 (closesUnlessSwitched).
 	closeAfter bool
+	// view is the request's view (reqview.Read), read once by every
+	// part of the request path.
+	view reqview.View
 }
 
 // Access log decision values.

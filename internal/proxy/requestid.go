@@ -66,25 +66,18 @@ func (s *Server) SetAccessLog(l *accesslog.Logger) *accesslog.Logger { return s.
 // AccessLog returns the current access log, or nil.
 func (s *Server) AccessLog() *accesslog.Logger { return s.access.Load() }
 
-// logAccess writes rc's line.
-func (s *Server) logAccess(l *accesslog.Logger, rc *record, r *http.Request, rt *Runtime, now time.Time) {
+// logAccess writes rc's line, from its request view.
+func (s *Server) logAccess(l *accesslog.Logger, rc *record, rt *Runtime, now time.Time) {
+	v := &rc.view
+	ua, _ := v.Header.Get("User-Agent")
+	ref, _ := v.Header.Get("Referer")
 	e := accesslog.Entry{
-		Time: rc.start, Client: rc.up.ClientIP, Peer: r.RemoteAddr, Method: r.Method, Host: r.Host,
-		Path: r.URL.EscapedPath(), Query: r.URL.RawQuery, Proto: r.Proto,
-		UserAgent: firstValue(r.Header, "User-Agent"), Referer: firstValue(r.Header, "Referer"),
+		Time: rc.start, Client: rc.up.ClientIP, Peer: v.Peer, Method: v.Method, Host: v.RawHost,
+		Path: v.RawPath, Query: v.Query, Proto: v.Proto, UserAgent: ua, Referer: ref,
 		Status: rc.status, Bytes: rc.bytes, Duration: now.Sub(rc.start),
 		Route: rc.route, Decision: rc.decision, Policy: rc.policy, WaitMS: rc.waitMS,
 		Upstream: rc.up.Server, UpstreamStatus: rc.up.Status, UpstreamTime: rc.up.Duration, Retries: rc.up.Retries,
 		RequestID: rc.requestID, Redact: rt.redact,
 	}
 	l.Log(&e)
-}
-
-// firstValue is h.Get(key) for a key already in canonical form, without
-// canonicalising it again on every request.
-func firstValue(h http.Header, key string) string {
-	if v := h[key]; len(v) > 0 {
-		return v[0]
-	}
-	return ""
 }

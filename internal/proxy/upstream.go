@@ -23,6 +23,7 @@ import (
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/realip"
+	"rlproxy/internal/reqview"
 	"rlproxy/internal/tlsutil"
 	upstreampkg "rlproxy/internal/upstream"
 )
@@ -319,10 +320,10 @@ func (rw *rewriter) rewrite(pr *httputil.ProxyRequest) {
 	if pr.In.TLS != nil {
 		proto = protoHTTPS
 	}
-	client := rw.ri.ClientIP(peer, pr.In.Header)
+	client := rw.ri.ClientIP(peer, reqview.StdHeaders(pr.In.Header))
 	// One backing array for the four values (one allocation); each slice
 	// is capped so an append elsewhere copies.
-	v := &[4]string{rw.ri.ForwardedFor(peer, pr.In.Header), pr.In.Host, proto}
+	v := &[4]string{rw.ri.ForwardedFor(peer, reqview.StdHeaders(pr.In.Header)), pr.In.Host, proto}
 	h := pr.Out.Header
 	dropForwardingAliases(h)
 	h["X-Forwarded-For"] = v[0:1:1]

@@ -7,6 +7,8 @@ import (
 
 	"rlproxy/internal/config"
 	"rlproxy/internal/realip"
+
+	"rlproxy/internal/reqview"
 )
 
 func ExampleResolver_ClientIP() {
@@ -20,9 +22,9 @@ func ExampleResolver_ClientIP() {
 	}
 	h := http.Header{"X-Forwarded-For": {"203.0.113.50, 198.51.100.7, 10.0.0.2"}}
 	// From a trusted load balancer: the first untrusted hop from the right.
-	fmt.Println(r.ClientIP(netip.MustParseAddr("10.0.0.1"), h))
+	fmt.Println(r.ClientIP(netip.MustParseAddr("10.0.0.1"), reqview.StdHeaders(h)))
 	// From anyone else the header is a claim: the peer is the client.
-	fmt.Println(r.ClientIP(netip.MustParseAddr("192.0.2.1"), h))
+	fmt.Println(r.ClientIP(netip.MustParseAddr("192.0.2.1"), reqview.StdHeaders(h)))
 	// Output:
 	// 198.51.100.7
 	// 192.0.2.1
@@ -36,8 +38,8 @@ func ExampleResolver_ForwardedFor() {
 		panic(err)
 	}
 	h := http.Header{"X-Forwarded-For": {"198.51.100.7"}}
-	fmt.Println(r.ForwardedFor(netip.MustParseAddr("10.0.0.1"), h))
-	fmt.Println(r.ForwardedFor(netip.MustParseAddr("192.0.2.1"), h))
+	fmt.Println(r.ForwardedFor(netip.MustParseAddr("10.0.0.1"), reqview.StdHeaders(h)))
+	fmt.Println(r.ForwardedFor(netip.MustParseAddr("192.0.2.1"), reqview.StdHeaders(h)))
 	// Output:
 	// 198.51.100.7, 10.0.0.1
 	// 192.0.2.1

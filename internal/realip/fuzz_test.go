@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"rlproxy/internal/reqview"
 )
 
 // fuzzPeers are the peers FuzzClientIP picks from: trusted and untrusted,
@@ -39,7 +41,7 @@ func FuzzClientIP(f *testing.F) {
 			r = resolvers[2*hi+1]
 		}
 		h := http.Header{headers[hi]: {line1, line2}}
-		got := r.ClientIP(peer, h)
+		got := r.ClientIP(peer, reqview.StdHeaders(h))
 		if !got.IsValid() || got.Is4In6() || got.Zone() != "" {
 			t.Fatalf("ClientIP(%v, %q) = %#v: want a valid, unmapped, zone-less address", peer, h, got)
 		}

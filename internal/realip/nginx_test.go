@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"rlproxy/internal/testutil/nginxtest"
+
+	"rlproxy/internal/reqview"
 )
 
 // nginxBody is three servers with realip on one port, chosen by Host, each
@@ -92,7 +94,7 @@ func TestNginxDifferential(t *testing.T) {
 		for _, lines := range run.corpus {
 			h := hdr(run.header, lines...)
 			want := nginxRemoteAddr(t, ng.URL, run.host, h)
-			if got := r.ClientIP(peer, h); got != want {
+			if got := r.ClientIP(peer, reqview.StdHeaders(h)); got != want {
 				t.Errorf("%s recursive=%v %q: ClientIP = %v, nginx = %v", run.header, run.recursive, lines, got, want)
 			}
 		}

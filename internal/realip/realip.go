@@ -56,12 +56,13 @@ package realip
 
 import (
 	"fmt"
-	"net/http"
 	"net/netip"
 	"net/textproto"
 	"strings"
+	"sync"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/reqview"
 )
 
 // headerKind is which forwarding header a Resolver reads.
@@ -91,6 +92,9 @@ type Resolver struct {
 	key       string         // canonical header key
 	trusted   []netip.Prefix // masked, IPv4-mapped prefixes unmapped
 	recursive bool
+	// collectors pools the reqview.Collectors that gather a header's
+	// lines (a client or a proxy chain may send several).
+	collectors sync.Pool
 }
 
 // New validates cfg and builds its Resolver. cfg.Header is matched
@@ -98,6 +102,7 @@ type Resolver struct {
 // error for any other header name or an invalid trusted prefix.
 func New(cfg config.RealIP) (*Resolver, error) {
 	r := &Resolver{recursive: cfg.Recursive}
+	r.collectors.New = func() any { return reqview.NewCollector() }
 	switch {
 	case cfg.Header == "" || strings.EqualFold(cfg.Header, xffKey):
 		r.kind, r.key = kindXFF, xffKey
@@ -128,19 +133,26 @@ func New(cfg config.RealIP) (*Resolver, error) {
 // whose headers are h, by the walk in the package doc. The result is unmapped
 // and zone-less: the peer itself, or an address that appears in the header.
 // peer must be valid (an invalid peer is returned as is, never trusted).
-func (r *Resolver) ClientIP(peer netip.Addr, h http.Header) netip.Addr {
+func (r *Resolver) ClientIP(peer netip.Addr, h reqview.Headers) netip.Addr {
 	peer = normalize(peer)
 	if !r.isTrusted(peer) {
 		return peer // the common case for direct clients: no header read
 	}
-	lines := h[r.key]
+	if r.kind == kindXRealIP {
+		line, ok := h.Get(r.key)
+		if !ok {
+			return peer
+		}
+		c := listCursor{lines: []string{line}, done: true}
+		return r.walk(peer, c.next)
+	}
+	col := r.collectors.Get().(*reqview.Collector)
+	defer r.put(col)
+	lines := col.Values(h, r.key)
 	if len(lines) == 0 {
 		return peer
 	}
 	switch r.kind {
-	case kindXRealIP:
-		c := listCursor{lines: lines[:1], done: true}
-		return r.walk(peer, c.next)
 	case kindForwarded:
 		var c forwardedCursor
 		c.parse(lines)
@@ -160,11 +172,13 @@ func (r *Resolver) ClientIP(peer netip.Addr, h http.Header) netip.Addr {
 // The caller must set the result on the outgoing request itself (with
 // httputil.ReverseProxy, in Rewrite), or ReverseProxy appends the peer to the
 // client's header on its own.
-func (r *Resolver) ForwardedFor(peer netip.Addr, h http.Header) string {
+func (r *Resolver) ForwardedFor(peer netip.Addr, h reqview.Headers) string {
 	peer = normalize(peer)
 	var lines []string
 	if r.isTrusted(peer) {
-		lines = h[xffKey]
+		col := r.collectors.Get().(*reqview.Collector)
+		defer r.put(col)
+		lines = col.Values(h, xffKey)
 	}
 	n := len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")
 	for _, l := range lines {
@@ -181,6 +195,12 @@ func (r *Resolver) ForwardedFor(peer netip.Addr, h http.Header) string {
 	}
 	b.Write(peer.AppendTo(buf[:0]))
 	return b.String()
+}
+
+// put returns c to the pool, holding no request's strings.
+func (r *Resolver) put(c *reqview.Collector) {
+	c.Release()
+	r.collectors.Put(c)
 }
 
 // Trusted reports whether a is in TrustedProxies (after unmapping it and

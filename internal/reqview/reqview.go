@@ -1,7 +1,9 @@
-// Package reqview is the one view of a request that routes match: its
-// method, its Host and its path read as nginx reads them before location
-// matching, while the request itself, forwarded byte for byte, is left as
-// the client sent it. A request rlproxy cannot read unambiguously — a
+// Package reqview is the one view of a request that everything past the
+// HTTP engine reads (View): routes match its method, its Host and its path
+// read as nginx reads them before location matching, while the request
+// itself, forwarded byte for byte, is left as the client sent it; key
+// sources, real IP, the access log and forward-auth read its header fields
+// in place (Headers), whichever engine parsed them. A request rlproxy cannot read unambiguously — a
 // method, target, Host or Content-Length nginx answers with 400 — is
 // refused with its Reason before any route sees it, on every listener
 // (HTTP/1.1 plain or TLS, HTTP/2 over TLS or h2c): a limited route cannot
@@ -9,7 +11,9 @@
 package reqview
 
 import (
+	"crypto/tls"
 	"net/http"
+	"net/netip"
 	"strings"
 )
 
@@ -44,67 +48,155 @@ var reasonNames = [NumReasons]string{
 // String returns the reason's metric label value ("" for OK).
 func (r Reason) String() string { return reasonNames[r] }
 
-// View is what routes match: Method as sent, Host without port, brackets
-// or trailing dot (compared case-insensitively), and the normalized Path
-// (see Path).
+// View is one request as every part of rlproxy past the engine reads it:
+// routes match it, policies key it, real IP, the access log and
+// forward-auth read it. Both HTTP engines provide it without building a
+// map (net/http's through Read and StdHeaders). Method, Host and Path are
+// what routes match: Method as sent, Host without port, brackets or
+// trailing dot (compared case-insensitively), and the normalized Path (see
+// Path); the other fields are the request as received.
 type View struct {
 	Method string
 	Host   string
 	Path   string
+
+	// Target is the request target as sent (RFC 9112 §3.2): origin form
+	// "/p?q", absolute form, "*" or a CONNECT authority.
+	Target string
+	// RawPath is Target's path as sent, before normalization: the
+	// origin-form path, an absolute form's path after its authority ("/"
+	// when it has none), or for any other target the bytes before "?".
+	RawPath string
+	// Query is Target's query as sent, without the "?": "" for none.
+	Query string
+	// RawHost is the Host (or HTTP/2 :authority) as sent, port included.
+	RawHost string
+	// Proto is the protocol version as net/http spells it: "HTTP/1.1",
+	// "HTTP/1.0", "HTTP/2.0".
+	Proto string
+	// Header reads the request's header fields in place.
+	Header Headers
+	// Peer is the TCP peer (after the PROXY protocol, if any); the zero
+	// AddrPort when it is unknown, its port 0 when none was given.
+	Peer netip.AddrPort
+	// TLS is the connection's TLS state; nil on a cleartext connection.
+	TLS *tls.ConnectionState
 }
 
-// Read returns r's view, or the Reason r is refused with. It checks, in
-// order: the method (Method); the request target — origin form, or
-// absolute form with a host and no userinfo, with no byte below 0x21,
-// DEL or "#" anywhere (so "OPTIONS *", "x:admin/x", "other.test:80" and
-// "http://user:pw@host/" are refused, as nginx refuses them; a CONNECT's
-// authority form is left to the caller, which refuses CONNECT); the
-// Host (Host; an empty one on HTTP/1.1); the path (Path); every
-// Content-Length value of an HTTP/2 request (1*DIGIT, all equal:
-// net/http checks an HTTP/1 request's, not an HTTP/2 one's); and a repeated
-// Authorization field, which nginx refuses whatever reads it. It does not
-// allocate unless the path needs normalizing.
+// Read returns r's view, or with it the Reason r is refused with. The
+// view's request fields (Target to TLS) are filled whatever the Reason,
+// for the access log; Host and Path as far as Resolve got. Header is
+// r.Header as StdHeaders (no copy). Besides Resolve's checks it refuses
+// what only net/http's reading leaves to check: every Content-Length value
+// of an HTTP/2 request must be 1*DIGIT and all equal (net/http checks an
+// HTTP/1 request's, not an HTTP/2 one's), and a repeated Authorization
+// field, which nginx refuses whatever reads it. It does not allocate
+// unless the path needs normalizing.
 func Read(r *http.Request) (View, Reason) {
-	v := View{Method: r.Method}
-	if !Method(r.Method) {
-		return v, BadMethod
+	v := View{
+		Method: r.Method, Target: r.RequestURI, RawHost: r.Host, Proto: r.Proto,
+		Header: StdHeaders(r.Header), Peer: peer(r.RemoteAddr), TLS: r.TLS,
 	}
-	if r.Method != http.MethodConnect {
-		raw, clean, ok := rawPath(r.RequestURI)
+	if v.Proto == "" { // a request built in code: net/http's server always sets it
+		v.Proto = protoName(r.ProtoMajor, r.ProtoMinor)
+	}
+	return v, Check(&v, r)
+}
+
+// Check is Read's verdict on a view v filled from r's fields, or from those
+// r describes (forward-auth): v.Resolve's, then what only net/http's
+// reading of r leaves to check, on r's header fields.
+func Check(v *View, r *http.Request) Reason {
+	if reason := v.Resolve(); reason != OK {
+		return reason
+	}
+	if r.ProtoMajor == 2 && !contentLength(r.Header["Content-Length"]) {
+		return BadContentLength
+	}
+	if len(r.Header["Authorization"]) > 1 {
+		return DuplicateCredential
+	}
+	return OK
+}
+
+// Resolve sets v's RawPath, Query, Host and Path from its Method, Target,
+// RawHost and Proto, and returns the Reason the request is refused with,
+// or OK. It checks, in order: the method (Method); the request target —
+// origin form, or absolute form with a host and no userinfo, with no byte
+// below 0x21, DEL or "#" anywhere (so "OPTIONS *", "x:admin/x",
+// "other.test:80" and "http://user:pw@host/" are refused, as nginx refuses
+// them; a CONNECT's authority form is left to the caller, which refuses
+// CONNECT); the Host (Host; an empty one on HTTP/1.1); the path (Path).
+// An engine calls it on the view it fills; its parser refuses a repeated
+// Authorization field and a bad Content-Length itself. It does not
+// allocate unless the path needs normalizing.
+func (v *View) Resolve() Reason {
+	v.RawPath, v.Query = splitTarget(v.Target)
+	if !Method(v.Method) {
+		return BadMethod
+	}
+	if v.Method != http.MethodConnect {
+		raw, clean, ok := rawPath(v.Target)
 		switch {
 		case !ok:
-			return v, BadTarget
+			return BadTarget
 		case clean:
 			v.Path = raw
 		default:
 			if v.Path, ok = normalize(raw); !ok {
-				return v, BadPath
+				return BadPath
 			}
 		}
+		v.RawPath = raw
 	}
-	if r.Host == "" && r.ProtoMajor == 1 && r.ProtoMinor == 1 {
+	if v.RawHost == "" && v.Proto == "HTTP/1.1" {
 		// net/http refuses an HTTP/1.1 request without Host itself:
 		// this one sent "Host:" empty, which nginx refuses.
-		return v, BadHost
+		return BadHost
 	}
-	if r.Host != "" {
-		h, ok := Host(r.Host)
+	if v.RawHost != "" {
+		h, ok := Host(v.RawHost)
 		if !ok {
-			return v, BadHost
+			return BadHost
 		}
 		if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
 			h = h[1 : len(h)-1]
 		}
 		v.Host = h
 	}
-	// net/http's HTTP/1 server refuses what this refuses itself.
-	if r.ProtoMajor == 2 && !contentLength(r.Header["Content-Length"]) {
-		return v, BadContentLength
+	return OK
+}
+
+// protoName spells HTTP/major.minor as net/http does ("" beyond HTTP/2).
+func protoName(major, minor int) string {
+	switch {
+	case major == 1 && minor == 0:
+		return "HTTP/1.0"
+	case major == 1 && minor == 1:
+		return "HTTP/1.1"
+	case major == 2:
+		return "HTTP/2.0"
 	}
-	if len(r.Header["Authorization"]) > 1 {
-		return v, DuplicateCredential
+	return ""
+}
+
+// splitTarget returns the bytes of target before its first "?" and those
+// after it.
+func splitTarget(target string) (path, query string) {
+	if i := strings.IndexByte(target, '?'); i >= 0 {
+		return target[:i], target[i+1:]
 	}
-	return v, OK
+	return target, ""
+}
+
+// peer parses net/http's RemoteAddr ("ip:port"; a bare address is taken
+// with port 0); the zero AddrPort when it is neither.
+func peer(remote string) netip.AddrPort {
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		return ap
+	}
+	a, _ := netip.ParseAddr(remote)
+	return netip.AddrPortFrom(a, 0)
 }
 
 // Method reports whether m is a method rlproxy forwards, by nginx 1.22's

@@ -16,6 +16,7 @@ import (
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/metrics"
+	"rlproxy/internal/reqview"
 )
 
 // ErrNoHealthy is RoundTrip's error when every server of the pool is held
@@ -129,7 +130,10 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 		if x != nil {
 			ip = x.ClientIP
 		}
-		hash = crc32.ChecksumIEEE(p.hashKey.Key(buf[:0], req, ip))
+		// The key sources read headers, query and TLS state: the view
+		// of them, read in place.
+		v := reqview.View{Header: reqview.StdHeaders(req.Header), Query: req.URL.RawQuery, TLS: req.TLS}
+		hash = crc32.ChecksumIEEE(p.hashKey.Key(buf[:0], &v, ip))
 	}
 	var body *sentBody
 	if req.Body != nil && req.Body != http.NoBody {
