@@ -231,7 +231,7 @@ routes: [{ name: r, upstream: app, policies: [shape] }]
 	first := admit(t, s)
 	first.answered()
 	first.finish(&fakeResponse{status: 200}) // refunded: 200 is not counted
-	first = admit(t, s)                       // charged; the next one waits behind it
+	first = admit(t, s)                      // charged; the next one waits behind it
 	defer first.finish(&fakeResponse{status: 499})
 	a := admit(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
