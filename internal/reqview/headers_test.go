@@ -117,4 +117,8 @@ func TestReadView(t *testing.T) {
 	if reason != BadMethod || v.RawPath != "/p" || v.Query != "q" || v.Proto != "HTTP/1.0" || v.Peer != netip.MustParseAddrPort("192.0.2.1:0") {
 		t.Errorf("Read(bad method) = %+v, %v", v, reason)
 	}
+	v, reason = Read(httptest.NewRequest("GET", "http://h.test/../x?q", nil))
+	if reason != BadPath || v.RawPath != "/../x" || v.Query != "q" {
+		t.Errorf("Read(bad path) = %+v, %v; want raw path /../x", v, reason)
+	}
 }

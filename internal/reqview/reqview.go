@@ -137,17 +137,15 @@ func (v *View) Resolve() Reason {
 	}
 	if v.Method != http.MethodConnect {
 		raw, clean, ok := rawPath(v.Target)
-		switch {
-		case !ok:
+		if !ok {
 			return BadTarget
-		case clean:
-			v.Path = raw
-		default:
-			if v.Path, ok = normalize(raw); !ok {
-				return BadPath
-			}
 		}
 		v.RawPath = raw
+		if clean {
+			v.Path = raw
+		} else if v.Path, ok = normalize(raw); !ok {
+			return BadPath
+		}
 	}
 	if v.RawHost == "" && v.Proto == "HTTP/1.1" {
 		// net/http refuses an HTTP/1.1 request without Host itself:
