@@ -175,6 +175,8 @@ func helmCases(t *testing.T) []helmCase {
 			"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
 			"extraEnv":       []any{map[string]any{"name": "GOMAXPROCS", "value": "2"}},
 			"image":          map[string]any{"tag": "0.3.1"},
+			"acme":           map[string]any{"httpPort": 8081},
+			"service":        map[string]any{"port": 443},
 		}, 3, 1, nil},
 		{"production", map[string]any{"config": string(prod), "secret": map[string]any{"name": "rlproxy"}}, 2, 0,
 			[]string{"RLPROXY_KEY_HASH_SECRET=rlproxy/RLPROXY_KEY_HASH_SECRET", "VALKEY_PASSWORD=rlproxy/VALKEY_PASSWORD"}},
@@ -219,6 +221,29 @@ func checkHelm(t *testing.T, c helmCase, o *objects) {
 		}
 		if o.serviceMonitors[0].Labels["release"] != "prom" {
 			t.Errorf("servicemonitor labels %v", o.serviceMonitors[0].Labels)
+		}
+		checkACMEPort(t, ct, o)
+	}
+}
+
+// checkACMEPort asserts acme.httpPort's rendering: the container port of
+// tls.acme.http_listen, and the public Service's port 80 to it beside the
+// HTTPS port.
+func checkACMEPort(t *testing.T, ct corev1.Container, o *objects) {
+	t.Helper()
+	if !slices.ContainsFunc(ct.Ports, func(p corev1.ContainerPort) bool { return p.Name == "acme-http" && p.ContainerPort == 8081 }) {
+		t.Errorf("acme.httpPort: no container port acme-http 8081: %+v", ct.Ports)
+	}
+	for _, svc := range o.services {
+		if svc.Labels["app.kubernetes.io/component"] == "admin" {
+			continue
+		}
+		var ports []string
+		for _, p := range svc.Spec.Ports {
+			ports = append(ports, fmt.Sprintf("%s:%d->%s", p.Name, p.Port, p.TargetPort.String()))
+		}
+		if want := []string{"http:443->http", "acme-http:80->acme-http"}; !slices.Equal(ports, want) {
+			t.Errorf("public Service ports %v, want %v", ports, want)
 		}
 	}
 }

@@ -61,6 +61,7 @@ command -v curl >/dev/null || need+=(curl)
 command -v umoci >/dev/null || need+=(umoci)
 command -v skopeo >/dev/null || need+=(skopeo)
 command -v wrk >/dev/null || need+=(wrk)
+command -v pebble >/dev/null || need+=(pebble) # ACME tests (internal/acme, internal/server)
 [ -s /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then

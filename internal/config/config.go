@@ -88,6 +88,9 @@ type TLS struct {
 	// ClientHeaders sends the verified client certificate's subject and
 	// fingerprint to the upstream (the client's own copies removed first).
 	ClientHeaders bool
+	// ACME, when non-nil, obtains and renews certificates for its names;
+	// CertFile and KeyFile ("" with ACME alone) serve the other names.
+	ACME *ACME `restart:"tls.acme"`
 }
 
 // tls.client_auth values: none asks for no certificate; request verifies

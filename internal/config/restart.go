@@ -33,6 +33,8 @@ func restartDiff(a, b reflect.Value, names *[]string) {
 		case onOff:
 			if fa.IsNil() != fb.IsNil() {
 				*names = append(*names, name+" (on or off)")
+			} else if !fa.IsNil() && fa.Elem().Kind() == reflect.Struct {
+				restartDiff(fa.Elem(), fb.Elem(), names) // its own tagged fields
 			}
 		case tagged:
 			if !reflect.DeepEqual(fa.Interface(), fb.Interface()) {

@@ -17,6 +17,10 @@ func TestRestartOnly(t *testing.T) {
 	if got := RestartOnly(base(), next); got != nil {
 		t.Fatalf("reloadable changes: RestartOnly = %q, want nil", got)
 	}
+	next.TLS.ACME = &ACME{Domains: []string{"a.example.com"}}
+	if got := RestartOnly(base(), next); !slices.Equal(got, []string{"tls.acme"}) {
+		t.Fatalf("tls.acme turned on: RestartOnly = %q, want [tls.acme]", got)
+	}
 	next.Listen, next.TLS, next.Log.Format = ":8081", nil, "json"
 	next.ForwardAuth.Listen, next.EnvoyRLS.Listen = ":9000", ":9001"
 	next.Server.ProxyProtocol = &ProxyProtocol{}

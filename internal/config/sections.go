@@ -21,11 +21,14 @@ func (l *loader) tlsSection() *section {
 	file := func(dst *string, i int) value {
 		return value{stringShape, func(n *yaml.Node, path string) { *dst, ok[i] = l.filePath(n, path, l.dir) }}
 	}
+	acme := false // tls.acme present: the certificate files are optional
+	static := func() bool { return !acme }
 	return &section{
 		optional: true,
+		pre:      func(o object) { acme = o.has("acme") },
 		fields: []field{
-			{name: "cert_file", need: "required: a PEM file", value: file(&t.CertFile, 0), doc: "PEM certificate chain."},
-			{name: "key_file", need: "required: a PEM file", value: file(&t.KeyFile, 1), doc: "PEM private key."},
+			{name: "cert_file", need: "required: a PEM file", needed: static, value: file(&t.CertFile, 0), doc: "PEM certificate chain; with acme, the certificate for the names acme does not cover."},
+			{name: "key_file", need: "required: a PEM file", needed: static, value: file(&t.KeyFile, 1), doc: "PEM private key."},
 			{name: "client_ca", value: value{stringShape, func(n *yaml.Node, path string) { t.ClientCA, _ = l.caFile(n, path) }},
 				doc: "PEM bundle of the CAs client certificates must chain to (mTLS); reloaded with the certificate."},
 			{name: "client_crl", value: value{stringShape, func(n *yaml.Node, path string) { t.ClientCRL, _ = l.filePath(n, path, l.dir) }},
@@ -34,12 +37,21 @@ func (l *loader) tlsSection() *section {
 				doc: "none; request: verify a certificate if the client gives one; require: refuse a client without a verified one. Default: require with client_ca, none without."},
 			{name: "client_headers", def: "false", value: l.boolVal(&t.ClientHeaders),
 				doc: "Send the verified client certificate's subject and SHA-256 fingerprint to the upstream (X-Client-Cert-Subject, X-Client-Cert-Fingerprint), the client's own copies removed."},
+			{name: "acme", sub: l.acmeSection(&t.ACME), doc: "Obtain and renew certificates from an ACME CA (RFC 8555: Let's Encrypt by default) for the listed names."},
+		},
+		extend: func(sc schema) {
+			// The certificate pair, or acme, or both.
+			sc["anyOf"] = []any{schema{"required": []any{"cert_file", "key_file"}}, schema{"required": []any{"acme"}}}
 		},
 		check: func(o object) {
-			if o.bad || !ok[0] || !ok[1] {
+			if o.bad || acme && t.ACME == nil {
 				return
 			}
-			if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+			if !ok[0] || !ok[1] {
+				if !acme || !l.certPairOptional(o) {
+					return // a missing or bad file is reported
+				}
+			} else if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
 				l.errorf(o.missing(), o.path, "loading certificate and key: %v", err)
 				return
 			}

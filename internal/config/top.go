@@ -17,7 +17,7 @@ func (l *loader) topSection() *section {
 				doc: `Public listener, HOST:PORT; "" turns it off (decision-service mode: routes need no upstream). Flag -listen and RLPROXY_LISTEN override it.`},
 			{name: "admin_listen", def: `"127.0.0.1:9090"`, value: l.listenVal(&c.AdminListen),
 				doc: `Admin listener (/metrics, /healthz, /readyz), HOST:PORT, never the public port; "" turns it off. Flag -admin-listen and RLPROXY_ADMIN_LISTEN override it.`},
-			{name: "tls", sub: l.tlsSection(), doc: "Serve the public listener over HTTPS with this PEM certificate and key (paths relative to this file); reloaded with the config."},
+			{name: "tls", sub: l.tlsSection(), doc: "Serve the public listener over HTTPS with this PEM certificate and key (paths relative to this file; reloaded with the config), with certificates obtained by acme, or both."},
 			{name: "log", sub: l.logSection(), doc: "Process log on stderr."},
 			{name: "server", sub: l.serverSection(), doc: "Listener timeouts and the shaping caps."},
 			{name: "store", sub: l.storeSection(), doc: "Where limiter state lives: memory (one instance) or valkey (shared)."},
@@ -75,6 +75,7 @@ func (l *loader) topCheck(o object) {
 	l.integrations(o)
 	l.warnCredentials(o)
 	l.warnTLSKeys(o)
+	l.checkACME(o)
 }
 
 // source says where a listener's value came from: ov, the file's field, or

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync/atomic"
 
+	"rlproxy/internal/acme"
 	"rlproxy/internal/admin"
 	"rlproxy/internal/config"
 	"rlproxy/internal/forwardauth"
@@ -24,6 +25,7 @@ import (
 // (config.RestartOnly); the connection caps and TLS material reload.
 type listeners struct {
 	tls    atomic.Pointer[serverTLS] // the public listener's certificate and client CAs
+	acme   *acme.Manager             // tls.acme's certificates and http_listen; nil without (acme.go)
 	hs     *http.Server              // the public server; nil when listen is off
 	ln     net.Listener
 	lim    *limitListener // the public listener's connection cap and write timeout
@@ -41,6 +43,9 @@ type listeners struct {
 // what was opened (closeListeners).
 func (a *App) listen(cfg *config.Config) error {
 	if err := a.listenPublic(cfg); err != nil {
+		return err
+	}
+	if err := a.startACME(cfg); err != nil {
 		return err
 	}
 	if err := a.startDecisionListeners(cfg); err != nil {
@@ -145,6 +150,7 @@ func (a *App) serve() {
 
 // closeListeners closes whatever Start opened before it failed.
 func (a *App) closeListeners() {
+	a.stopACME()
 	for _, ln := range []net.Listener{a.ls.ln, a.ls.faLn, a.ls.rlsLn} {
 		if ln != nil {
 			_ = ln.Close()

@@ -34,11 +34,10 @@ func readTLS(t *config.TLS) (*serverTLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &serverTLS{cert: cert, conf: &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{*cert},
-		NextProtos:   alpn,
-	}}
+	st := &serverTLS{cert: cert, conf: &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: alpn}}
+	if cert != nil { // nil with tls.acme alone
+		st.conf.Certificates = []tls.Certificate{*cert}
+	}
 	if t.ClientCA == "" || t.ClientAuth == config.ClientAuthNone {
 		return st, nil
 	}
@@ -78,16 +77,27 @@ func readTLS(t *config.TLS) (*serverTLS, error) {
 // filesChanged reports whether next holds another certificate, CA bundle
 // or CRL than s: a reload of the TLS files under an unchanged config.
 func (s *serverTLS) filesChanged(next *serverTLS) bool {
-	return !bytes.Equal(s.cert.Certificate[0], next.cert.Certificate[0]) || !bytes.Equal(s.caPEM, next.caPEM) || !bytes.Equal(s.crlPEM, next.crlPEM)
+	return !bytes.Equal(leafDER(s.cert), leafDER(next.cert)) || !bytes.Equal(s.caPEM, next.caPEM) || !bytes.Equal(s.crlPEM, next.crlPEM)
+}
+
+// leafDER is c's leaf certificate, nil for no certificate (tls.acme alone).
+func leafDER(c *tls.Certificate) []byte {
+	if c == nil {
+		return nil
+	}
+	return c.Certificate[0]
 }
 
 // listenerTLS is the public listener's tls.Config: each handshake takes
-// the configuration of the latest load.
+// the configuration of the latest load (with tls.acme's certificates).
 func (a *App) listenerTLS() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: alpn,
-		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			if a.ls.acme != nil {
+				return a.ls.acme.ConfigForClient(hello, a.ls.tls.Load().conf), nil
+			}
 			return a.ls.tls.Load().conf, nil
 		},
 	}

@@ -225,6 +225,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 		err = a.ls.hs.Shutdown(ctx)
 	}
 	a.shutdownDecisionListeners(ctx)
+	a.stopACME()
 	if a.ls.adm != nil {
 		_ = a.ls.adm.Shutdown(ctx)
 	}
@@ -355,7 +356,9 @@ func (a *App) extraFiles() []string {
 		}
 	}
 	if cfg.TLS != nil {
-		files = append(files, cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		if cfg.TLS.CertFile != "" { // "" with tls.acme alone
+			files = append(files, cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		}
 		if cfg.TLS.ClientCA != "" {
 			files = append(files, cfg.TLS.ClientCA)
 		}
@@ -368,6 +371,9 @@ func (a *App) extraFiles() []string {
 
 // readCert loads t's certificate and key as a pair.
 func readCert(t *config.TLS) (*tls.Certificate, error) {
+	if t.CertFile == "" { // tls.acme alone
+		return nil, nil
+	}
 	c, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("loading TLS certificate: %w", err)
