@@ -75,7 +75,7 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime, reason reqview.
 	a := &rc.adm
 	a.begin(s, rt, route)
 	defer a.finish(rc)
-	if !s.admit(a, w, r, v, ip) {
+	if !s.admit(rc, w, r, ip) {
 		return
 	}
 	h := up.plain
@@ -156,12 +156,13 @@ func (s *Server) prepare(rc *record, r *http.Request, rt *Runtime, up *upstream)
 	return w, r, true
 }
 
-// admit decides r (its view v, from client ip) by its admission a and serves the wait its
-// policies granted. It returns false when r is not to be forwarded:
-// refused (429), undecidable (503), refused at a shaping cap (429,
-// refunded) — answered here — or its client left while waiting.
-func (s *Server) admit(a *admission, w http.ResponseWriter, r *http.Request, v *reqview.View, ip netip.Addr) bool {
-	ctx := r.Context()
+// admit decides r (its view rc.view, from client ip) by its admission
+// rc.adm and serves the wait its policies granted. It returns false when
+// r is not to be forwarded: refused (429), undecidable (503), refused at
+// a shaping cap (429, refunded) — answered here — or its client left
+// while waiting.
+func (s *Server) admit(rc *record, w http.ResponseWriter, r *http.Request, ip netip.Addr) bool {
+	ctx, a, v := r.Context(), &rc.adm, &rc.view
 	if !a.decide(ctx, v, ip) {
 		s.answerDecision(w, r, a)
 		return false
