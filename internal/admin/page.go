@@ -140,6 +140,7 @@ type indexView struct {
 	Stats                                       live.Snapshot
 	Rates                                       map[string]rates
 	Lookup                                      lookupView
+	Overload                                    []overloadView
 }
 
 // rates are a route's mean rates over the last few seconds.
@@ -157,7 +158,7 @@ func (p *page) serveIndex(w http.ResponseWriter, r *http.Request) {
 		Version: p.src.Version, ConfigPath: cfg.Path, Digest: hex.EncodeToString(cfg.Digest[:]),
 		Store: cfg.Store.Type, Breaker: "none (memory store)", Uptime: algo.FormatDuration(time.Since(p.src.Started).Round(time.Second)),
 		Status: st, Routes: describeRoutes(cfg), Stats: p.snapshot(cfg), Rates: map[string]rates{},
-		Lookup: p.lookup(r.Context(), rt, r.URL.Query()),
+		Lookup: p.lookup(r.Context(), rt, r.URL.Query()), Overload: overloadViews(rt, time.Now()),
 	}
 	if cfg.Store.Type == "valkey" {
 		v.Breaker = "closed"
@@ -192,9 +193,10 @@ func (p *page) snapshot(cfg *config.Config) live.Snapshot {
 }
 
 func (p *page) serveStats(w http.ResponseWriter, _ *http.Request) {
-	snap := p.snapshot(p.src.Runtime().Config)
+	rt := p.src.Runtime()
+	st := stats{Snapshot: p.snapshot(rt.Config), Overload: overloadViews(rt, time.Now())}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(&snap)
+	_ = json.NewEncoder(w).Encode(&st)
 }
 
 // funcs are the template's helpers.

@@ -143,6 +143,12 @@ type Server struct {
 	MaxWaiting int
 	// MaxWait caps one request's delay (default 30s); a longer wait is refused.
 	MaxWait time.Duration
+	// PriorityClasses rank requests at an adaptive upstream, highest
+	// first (none: one class, DefaultPriorityClass).
+	PriorityClasses []PriorityClass
+	// PriorityHeader names the request header a trusted proxy sets to a
+	// request's priority class ("" = none), canonical form.
+	PriorityHeader string
 	// WriteTimeout is the longest one write to a client may block (nginx
 	// send_timeout, default 60s; 0 = none): a client that stops reading
 	// is cut, one that reads slowly but steadily is not.
@@ -321,6 +327,9 @@ type Upstream struct {
 	Retries int
 	// RetryTimeout bounds the time spent retrying (0 = no bound).
 	RetryTimeout time.Duration
+	// Adaptive, when non-nil, bounds the requests in flight to the
+	// upstream by a latency-driven limit (overload.go).
+	Adaptive *AdaptiveConcurrency
 }
 
 // UpstreamServer is one server of a pool.
@@ -457,6 +466,8 @@ type Plans struct {
 	Default string
 	// Plans maps plan name → policy names, checked together.
 	Plans map[string][]string
+	// Priority maps plan name → priority class (nil: none set).
+	Priority map[string]string
 }
 
 // ReleaseKeys drops every plans section's credentials (Plans.Keys, and
@@ -503,6 +514,8 @@ type Route struct {
 	// forwarded ("" = none); Rewrite replaces RewriteCut instead, as
 	// nginx proxy_pass with a URI ("" = none). At most one is set.
 	StripPrefix, Rewrite string
+	// Priority is the priority class of the route's requests ("" = the lowest).
+	Priority string
 }
 
 // Match selects requests; every set field must match.

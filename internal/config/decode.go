@@ -134,6 +134,10 @@ func (d *decoder) addFields(o object, n *yaml.Node, known []string, merged bool,
 			}
 			continue
 		}
+		if !slices.Contains(known, name) && name == "adaptive_concurrency" {
+			d.errorf(k, o.field(name), "adaptive_concurrency is an upstream's field (upstreams.NAME.adaptive_concurrency): it bounds what one upstream is sent")
+			continue
+		}
 		if !slices.Contains(known, name) {
 			d.errorf(k, o.field(name), "unknown field %q%s", name, didYouMean(name, known))
 			continue

@@ -90,6 +90,8 @@ func (l *loader) routeSection(r *Route, seen map[string]int) *section {
 			doc: "Each response's body at most this many bytes per second, after limit_rate_after (nginx limit_rate); 0 = no cap."},
 		{name: "limit_rate_after", def: "0", value: l.byteSizeVal(&r.LimitRateAfter),
 			doc: "Bytes of each response sent at full speed before limit_rate applies (nginx limit_rate_after)."},
+		{name: "priority", value: value{stringShape, func(n *yaml.Node, p string) { r.Priority, _ = l.priorityRef(n, p) }},
+			doc: "Priority class (server.priority_classes) of the route's requests at an upstream with adaptive_concurrency; absent: the lowest."},
 	}, l.pathRewriteFields(r)...), check: func(o object) {
 		if !o.has("max_body_size") {
 			r.MaxBodySize = l.c.Server.MaxBodySize
@@ -330,6 +332,9 @@ func (l *loader) plansSection(p *Plans, line int) *section {
 			doc: "The plan of unknown or missing credentials."},
 		{name: "keys", value: keys, doc: "Credential → plan name, inline."},
 		{name: "keys_file", value: keysFile, doc: "YAML file of credential: plan lines (relative to this file), merged with keys; reloaded with the config."},
+		{name: "priority", value: value{func() schema { return namedShape(stringShape(), "") }, func(n *yaml.Node, path string) {
+			p.Priority = l.planPriorities(n, path, names)
+		}}, doc: "Plan name → priority class (server.priority_classes) of its requests at an upstream with adaptive_concurrency; over the route's priority."},
 	}}
 }
 

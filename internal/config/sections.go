@@ -85,7 +85,7 @@ func (l *loader) logSection() *section {
 // serverSection is `server:`.
 func (l *loader) serverSection() *section {
 	s := &l.c.Server
-	return &section{fields: []field{
+	return &section{fields: append([]field{
 		{name: "read_header_timeout", def: "10s", value: l.durationVal(&s.ReadHeaderTimeout, false), doc: "Longest a client may take to send the request headers."},
 		{name: "idle_timeout", def: "120s", value: l.durationVal(&s.IdleTimeout, false), doc: "Longest an idle keep-alive connection stays open."},
 		{name: "body_timeout", def: "60s", value: l.durationVal(&s.BodyTimeout, true), doc: "Longest gap between two reads of a request body (nginx client_body_timeout); 0 = none."},
@@ -106,7 +106,7 @@ func (l *loader) serverSection() *section {
 		{name: "stream_idle_timeout", def: "0", value: l.durationVal(&s.StreamIdleTimeout, true),
 			doc: "Longest a gRPC client may leave between two messages of its stream (body_timeout does not apply to gRPC); 0 = none."},
 		{name: "proxy_protocol", sub: l.proxyProtocolSection(), doc: "Read PROXY protocol v1/v2 headers from trusted load balancers on the public listener; absent: off."},
-	}}
+	}, l.priorityFields()...)}
 }
 
 // storeSection is `store:`. Valkey secrets are read only when the Valkey
@@ -368,6 +368,8 @@ func (l *loader) upstreamSection(u *Upstream) *section {
 				doc: "Longest wait for the upstream's response headers; past it the client gets 504."},
 			{name: "read_timeout", def: "60s", value: l.durationVal(&u.ReadTimeout, true),
 				doc: "Longest wait between two reads of the upstream's response body (nginx proxy_read_timeout; 0 = none); past it the response is cut and the client connection closed. gRPC and event streams follow server.stream_idle_timeout."},
+			{name: "adaptive_concurrency", sub: l.adaptiveSection(u),
+				doc: "Present: the requests in flight to this upstream (per instance) are bounded by a limit that follows its latency; the rest wait by priority class, fairly across clients, or are shed with 503 overloaded."},
 		}, slices.Concat(forwardingFields(), poolFields())...),
 		// The pool before ca_file, which needs the servers' scheme.
 		pre: func(o object) {

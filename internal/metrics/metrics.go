@@ -61,6 +61,7 @@ type Metrics struct {
 	traffic           *traffic // traffic.go
 	cleanupErrors     *prometheus.CounterVec
 	costHeaderInvalid *prometheus.CounterVec
+	adaptive          *adaptiveCollector
 	store             *storeMetrics          // store.go
 	proxyErrors       *prometheus.CounterVec // proxy.go
 	badRequests       *prometheus.CounterVec // badrequest.go
@@ -153,6 +154,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 
 	m.store = newStoreMetrics(reg)
 	m.badRequests = newBadRequests(reg)
+	m.adaptive = newAdaptiveCollector(reg)
 	reg.MustRegister(
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
 		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.waitingLimit, m.breakerOpen,

@@ -121,8 +121,9 @@ func (l *Limiter) compilePlans(cp *config.Plans, cfg *config.Config) (*PlanSet, 
 		}
 		number[pname] = uint32(len(ps.plans))
 		ps.plans = append(ps.plans, pols)
+		ps.names = append(ps.names, pname)
 	}
-	ps.fallback = ps.plans[number[cp.Default]]
+	ps.fallback, ps.fallName = ps.plans[number[cp.Default]], cp.Default
 	var sums []clientkey.Sum
 	var entries []planEntry
 	for cred, pname := range cp.Keys.All() {

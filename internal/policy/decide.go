@@ -112,10 +112,12 @@ func (l *Limiter) addPlan(res *Result, rt *Route, v *reqview.View, ip netip.Addr
 	var ok bool
 	res.keyBuf, sum, ok = ps.key.CredentialKey(res.keyBuf[:0], v, ip)
 	pols, cred := ps.fallback, []byte(nil)
+	res.plan, res.credential = ps.fallName, false
 	if ok {
 		if i, known := ps.index.lookup(sum); known {
 			res.credBuf = append(res.credBuf[:0], res.keyBuf...)
 			pols, cred = ps.plans[i], res.credBuf
+			res.plan, res.credential = ps.names[i], true
 		}
 	}
 	for _, p := range pols {

@@ -141,6 +141,8 @@ type PlanSet struct {
 	Name     string
 	key      *clientkey.Extractor
 	plans    [][]*Policy // numbered in name order: planEntry.plan
+	names    []string    // plan names, numbered as plans
+	fallName string      // the default plan's name
 	index    planIndex   // hashed credential id → plan number
 	fallback []*Policy   // the default plan
 }

@@ -121,6 +121,22 @@ type Result struct {
 	extra    []store.Check // scratch: the checks Settle charges (a dearer response)
 	refunded bool          // Refund ran
 	settled  bool          // Settle ran
+	plan     string        // the client's plan ("" = the route has no plans)
+	// credential: credBuf holds a known plan credential's client id
+	credential bool
+}
+
+// Plan returns the name of the plan the decision applied: the known
+// credential's, the default plan's, or "" when the route has no plans.
+func (res *Result) Plan() string { return res.plan }
+
+// Credential returns the client id of a known plan credential (valid
+// until res is reused), or nil.
+func (res *Result) Credential() []byte {
+	if !res.credential {
+		return nil
+	}
+	return res.credBuf
 }
 
 func (res *Result) reset(cost int64) {
@@ -130,6 +146,7 @@ func (res *Result) reset(cost int64) {
 		res.stages[s].reset()
 	}
 	res.cost, res.refunded, res.settled = cost, false, false
+	res.plan, res.credential = "", false
 }
 
 // Refunded reports whether Refund undid res's charges (logs tell a request

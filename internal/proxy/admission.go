@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"rlproxy/internal/adaptive"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/reqview"
@@ -30,6 +31,8 @@ type admission struct {
 	state admissionState
 	// released: the leases are released (release runs once)
 	released bool
+	// slot is held at the upstream's adaptive gate (acquire); zero: none.
+	slot adaptive.Ticket
 
 	// What the access log shows of the request's fate: decision
 	// (decisionAllowed, ...), with policy (rejected by) and waitMS
@@ -63,6 +66,9 @@ type response interface {
 	// bodyTooLarge reports whether the request's body grew past
 	// max_body_size while it was forwarded.
 	bodyTooLarge() bool
+	// sampled reports whether the time an adaptive slot was held is a
+	// latency sample of the upstream's (acquire).
+	sampled() bool
 }
 
 // begin starts a's life on route under rt.
@@ -163,6 +169,37 @@ func (a *admission) refund() {
 	a.state = admRefunded
 }
 
+// acquire waits for a slot at gate (the upstream's adaptive concurrency
+// limit, package adaptive) in priority class for client, once the
+// policies allowed the request and its leaky-bucket wait was served,
+// within what that wait left of the shaping budget (server.max_wait,
+// server.max_waiting). Admitted, a holds the slot until finish. Shed, the
+// request is refused as a shaping cap refuses it: refunded, its
+// concurrency leases released at once, and acquire returns the seconds
+// after which a retry may find room (decision shed). A client gone while
+// waiting stays charged and settles as 499.
+func (a *admission) acquire(ctx context.Context, gate *adaptive.Gate, class int, client []byte) (retryAfter int64, ok bool) {
+	srv := &a.rt.Config.Server
+	waited := time.Duration(a.waitMS) * time.Millisecond
+	budget := adaptive.Waiting{Count: &a.s.waiting, Cap: int64(srv.MaxWaiting), Max: srv.MaxWait - waited}
+	t, out, ra := gate.Acquire(ctx, class, client, budget, time.Now())
+	switch out {
+	case adaptive.Admitted:
+		a.slot = t
+		return 0, true
+	case adaptive.Gone:
+		if a.state == admHeld {
+			a.state = admLeft
+		}
+		return 0, false
+	}
+	a.decision = decisionShed
+	if a.res != nil {
+		a.refund()
+	}
+	return ra, false
+}
+
 // answered notes that the response ended normally: finish settles it. A
 // response cut by a panic (ReverseProxy's http.ErrAbortHandler) never
 // gets here and is not settled: its charge stands as decided.
@@ -175,31 +212,34 @@ func (a *admission) answered() {
 // finish ends a: a response that ended normally is settled with its
 // status and cost (only on a route that settles), or refunded when its
 // request's body turned out too large; a client that left during its wait
-// settles as 499; then the lease renewal stops, the leases are released
-// and the decision's record goes back to the pool. It runs once, whatever
+// settles as 499; then the adaptive slot is freed (its hold time a latency
+// sample unless resp says otherwise), the lease renewal stops, the leases
+// are released and the decision's record goes back to the pool. It runs once, whatever
 // path the request took, a panic included; later calls do nothing.
 func (a *admission) finish(resp response) {
-	res := a.res
-	if res == nil || a.state == admFinished {
-		a.state = admFinished
+	if a.state == admFinished {
 		return
 	}
-	l := a.rt.Limiter
-	switch a.state {
-	case admAnswered:
-		if resp.bodyTooLarge() {
-			a.refund()
-		} else if a.route.Settles() {
-			a.settle(resp)
-		}
-	case admLeft:
-		if a.route.Settles() {
-			l.Settle(res, policy.Settlement{Status: statusClientClosed})
-		}
+	res := a.res
+	switch {
+	case res == nil:
+	case a.state == admAnswered && resp.bodyTooLarge():
+		a.refund()
+	case a.state == admAnswered && a.route.Settles():
+		a.settle(resp)
+	case a.state == admLeft && a.route.Settles():
+		a.rt.Limiter.Settle(res, policy.Settlement{Status: statusClientClosed})
 	}
-	a.release()
-	a.state, a.res = admFinished, nil
-	a.s.results.Put(res)
+	if a.slot.Held() {
+		a.slot.Done(resp.sampled(), time.Now())
+		a.slot = adaptive.Ticket{}
+	}
+	a.state = admFinished
+	if res != nil {
+		a.release()
+		a.res = nil
+		a.s.results.Put(res)
+	}
 }
 
 // release stops the lease renewal and ends the concurrency leases, once:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"rlproxy/internal/adaptive"
 	"rlproxy/internal/algo"
 	"rlproxy/internal/config"
 	"rlproxy/internal/policy"
@@ -61,6 +62,7 @@ func (f *fakeResponse) cost(name string) (int64, bool) {
 	return c, ok
 }
 func (f *fakeResponse) bodyTooLarge() bool { return f.tooLarge }
+func (f *fakeResponse) sampled() bool      { return false }
 
 var admissionIP = netip.MustParseAddr("192.0.2.9")
 
@@ -244,4 +246,47 @@ routes: [{ name: r, upstream: app, policies: [shape] }]
 	if got := remaining(t, s); got != before {
 		t.Fatalf("remaining %d after settling 499, want %d (counted: stays charged)", got, before)
 	}
+}
+
+// TestAdmissionShed: a request shed by the upstream's adaptive gate is
+// refunded as a shaping-cap refusal is and its lease released at once;
+// the slot an admitted request holds is freed by finish.
+func TestAdmissionShed(t *testing.T) {
+	s, _ := admissionServer(t, `
+policies:
+  hourly: { algorithm: fixed_window, limit: 10, window: 1h, key: ip }
+  two: { algorithm: concurrency, limit: 2, key: ip }
+routes: [{ name: r, upstream: app, policies: [hourly, two] }]
+`)
+	gate := adaptive.NewGate("app", adaptive.Config{Min: 1, Max: 1, Initial: 1, Window: time.Second, Tolerance: 0.1},
+		[]adaptive.Class{{Name: "default", Share: 1}}, time.Now())
+	first := admit(t, s)
+	if _, ok := first.acquire(context.Background(), gate, 0, []byte("c")); !ok || !first.slot.Held() {
+		t.Fatal("the first request got no slot of a free gate")
+	}
+	second := admit(t, s)
+	if got := remaining(t, s); got != 8 {
+		t.Fatalf("remaining %d with two requests charged, want 8", got)
+	}
+	ra, ok := second.acquire(context.Background(), gate, 0, []byte("c"))
+	if ok || ra < 1 || second.decision != decisionShed || second.state != admRefunded {
+		t.Fatalf("second request: ok %v, retry after %d s, decision %q, state %d; want shed, ≥ 1 s, refunded", ok, ra, second.decision, second.state)
+	}
+	if got := remaining(t, s); got != 9 {
+		t.Fatalf("remaining %d after the shed request's refund, want 9", got)
+	}
+	third := admit(t, s) // the shed request's lease is free: limit 2 admits one more
+	if third.state != admHeld {
+		t.Fatalf("third request: outcome %v, want pass (the shed one's lease released)", third.res.Outcome)
+	}
+	second.finish(&fakeResponse{status: 503})
+	first.answered()
+	first.finish(&fakeResponse{status: 200})
+	if first.slot.Held() {
+		t.Fatal("finish kept the slot")
+	}
+	if _, ok := third.acquire(context.Background(), gate, 0, []byte("c")); !ok {
+		t.Fatal("no slot after the first request finished")
+	}
+	third.finish(&fakeResponse{status: 499})
 }

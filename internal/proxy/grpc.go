@@ -18,8 +18,8 @@ func isGRPC(r *http.Request) bool {
 
 // grpcCodes maps each of rlproxy's answers to a gRPC status code
 // (google.golang.org/grpc/codes): refusals and a full shaping queue are
-// RESOURCE_EXHAUSTED (8), an undecidable limiter and an unreachable
-// upstream UNAVAILABLE (14), no route and a refused method UNIMPLEMENTED
+// RESOURCE_EXHAUSTED (8), an undecidable limiter, an unreachable
+// upstream and a request shed for overload UNAVAILABLE (14), no route and a refused method UNIMPLEMENTED
 // (12), an upstream or body timeout DEADLINE_EXCEEDED (4), a malformed
 // body INTERNAL (13, gRPC's mapping of HTTP 400).
 var grpcCodes = [...]string{
@@ -33,6 +33,7 @@ var grpcCodes = [...]string{
 	problemGatewayTimeout: "4",
 	problemBodyTimeout:    "4",
 	problemBadRequest:     "13",
+	problemOverloaded:     "14",
 }
 
 // writeGRPCProblem answers a gRPC call in rlproxy's own name: HTTP 200,

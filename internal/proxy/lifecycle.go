@@ -18,7 +18,7 @@ import (
 //	serve       the client address, once
 //	  route     400 unreadable, the quota endpoint, 405, 404: answered here
 //	  prepare   upgrades screened, 413 for a declared body too large, limit_rate, body watch
-//	  admit     the admission: decide (429, 503), wait (429 at a shaping cap)
+//	  admit     the admission: decide (429, 503), wait (429 at a shaping cap), adaptive slot (503)
 //	  forward   the upstream's answer through finalWriter (quota headers), or 502/504/408...
 //	  finish    deferred: settle, stop lease renewal, release
 //	end         deferred: metrics, the access log, the record back to its pool
@@ -75,7 +75,7 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime, reason reqview.
 	a := &rc.adm
 	a.begin(s, rt, route)
 	defer a.finish(rc)
-	if !s.admit(rc, w, r, ip) {
+	if !s.admit(rc, w, r, up, ip) {
 		return
 	}
 	h := up.plain
@@ -133,7 +133,7 @@ func (s *Server) prepare(rc *record, r *http.Request, rt *Runtime, up *upstream)
 	if r.Header["Upgrade"] != nil {
 		r = up.upgrades.screen(r)
 	}
-	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP()) {
+	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP() || up.gate != nil) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
 	if up.maxBody > 0 && r.ContentLength > up.maxBody {
@@ -157,11 +157,12 @@ func (s *Server) prepare(rc *record, r *http.Request, rt *Runtime, up *upstream)
 }
 
 // admit decides r (its view rc.view, from client ip) by its admission
-// rc.adm and serves the wait its policies granted. It returns false when
-// r is not to be forwarded: refused (429), undecidable (503), refused at
-// a shaping cap (429, refunded) — answered here — or its client left
-// while waiting.
-func (s *Server) admit(rc *record, w http.ResponseWriter, r *http.Request, ip netip.Addr) bool {
+// rc.adm, serves the wait its policies granted, then waits for a slot at
+// up's adaptive gate (overload.go). It returns false when r is not to be
+// forwarded: refused (429), undecidable (503), refused at a shaping cap
+// (429, refunded), shed (503, refunded) — answered here — or its client
+// left while waiting.
+func (s *Server) admit(rc *record, w http.ResponseWriter, r *http.Request, up *upstream, ip netip.Addr) bool {
 	ctx, a, v := r.Context(), &rc.adm, &rc.view
 	if !a.decide(ctx, v, ip) {
 		s.answerDecision(w, r, a)
@@ -174,7 +175,7 @@ func (s *Server) admit(rc *record, w http.ResponseWriter, r *http.Request, ip ne
 	case gone:
 		return false
 	}
-	return true
+	return s.acquireSlot(rc, w, r, up, ip)
 }
 
 // clientLeft logs, at debug level, a request whose client closed the

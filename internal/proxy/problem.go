@@ -40,6 +40,8 @@ const (
 	// The decision listeners' own answers (package forwardauth).
 	problemUntrustedCaller // the caller is not a trusted proxy: 403
 	problemNotDescribed    // a forward-auth request names no original request: 400
+
+	problemOverloaded // the upstream's adaptive concurrency limit shed the request: 503
 )
 
 // problems holds each kind's RFC 9457 type, title and status. Types are
@@ -73,6 +75,8 @@ var problems = [...]struct {
 
 	problemUntrustedCaller: {"urn:rlproxy:problem:untrusted-caller", "Forbidden", "only proxies in real_ip.trusted_proxies may ask this listener", http.StatusForbidden},
 	problemNotDescribed:    {"urn:rlproxy:problem:no-original-request", "Bad Request", "want X-Forwarded-Uri or X-Original-URI naming the original request", http.StatusBadRequest},
+
+	problemOverloaded: {"urn:rlproxy:problem:overloaded", "Service Unavailable", "the upstream is at its concurrency limit and this request's priority class is over its share; retry later", http.StatusServiceUnavailable},
 }
 
 // ietfQuotaExceeded is the ratelimit-headers draft-11 problem type of a

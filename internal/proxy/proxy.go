@@ -11,10 +11,12 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rlproxy/internal/accesslog"
+	"rlproxy/internal/adaptive"
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/live"
@@ -34,8 +36,9 @@ type Runtime struct {
 	realIP    *realip.Resolver
 	upstreams map[string]*upstream // by route name
 	quota     *quotaEndpoint
-	noRoute   *metrics.RouteTraffic // route "-"; nil without metrics
-	redact    []string              // query keys the access log never shows
+	noRoute   *metrics.RouteTraffic     // route "-"; nil without metrics
+	redact    []string                  // query keys the access log never shows
+	gates     map[string]*adaptive.Gate // by upstream name: those with adaptive_concurrency
 }
 
 // Server is the public HTTP handler. The zero value is not usable; use New.
@@ -71,6 +74,9 @@ func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 		}
 	}
 	s.Swap(rt)
+	if m != nil {
+		m.SetAdaptive(func() []adaptive.State { return s.rt.Load().Overload(time.Now()) })
+	}
 	return s
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"rlproxy/internal/server"
@@ -90,7 +91,8 @@ const benchConfigHead = `
 listen: "127.0.0.1:0"
 admin_listen: ""
 upstreams:
-  app: { url: "%s" }
+  app: { url: "%[1]s" }
+  adaptive: { url: "%[1]s", adaptive_concurrency: { max: 100000, initial: 100000 } }
 `
 
 const benchPolicy = `
@@ -116,6 +118,11 @@ func BenchmarkProxyHotPath(b *testing.B) {
 	}{
 		{"none", nil, "routes:\n  - { name: all, match: { path_prefix: / }, upstream: app }\n", false},
 		{"memory", func(*testing.B) string { return "store: { type: memory }\n" }, benchPolicy, true},
+		// The cost of adaptive_concurrency when on: a slot taken and freed
+		// per request (the gate's lock, a latency sample, the exchange).
+		{"memory_adaptive", func(*testing.B) string {
+			return "store: { type: memory }\nserver: { priority_classes: [{ name: hi, share: 0.5 }, { name: lo, share: 0.5 }] }\n"
+		}, strings.Replace(benchPolicy, "upstream: app", "upstream: adaptive", 1), true},
 		{"valkey", func(b *testing.B) string {
 			rs := redisserver.Start(b)
 			return fmt.Sprintf("store: { type: valkey, valkey: { addrs: [%q] } }\n", rs.Addr)

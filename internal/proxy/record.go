@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"rlproxy/internal/metrics"
@@ -54,6 +55,7 @@ const (
 	decisionQuota       = "quota"       // the quota endpoint answered
 	decisionBadRequest  = "bad-request" // refused with 400 before routing (reqview)
 	decisionTooLarge    = "too-large"   // refused for a declared body over max_body_size
+	decisionShed        = "shed"        // refused by the upstream's adaptive concurrency limit (503 overloaded)
 )
 
 func (rc *record) reset(w http.ResponseWriter, start time.Time) {
@@ -125,6 +127,13 @@ func (rc *record) cost(name string) (int64, bool) { return responseCost(rc.Heade
 
 // bodyTooLarge implements response.
 func (rc *record) bodyTooLarge() bool { return rc.body != nil && rc.body.tooLarge.Load() }
+
+// sampled implements response: the slot's hold time is the upstream's
+// latency unless no upstream response came (a failure) or it is an event
+// stream (its length is the client's, not the upstream's).
+func (rc *record) sampled() bool {
+	return rc.up.Status != 0 && !strings.HasPrefix(rc.Header().Get("Content-Type"), "text/event-stream")
+}
 
 // finish counts the answer in its route's series (route "-" when none
 // matched). A request that got no answer at all (the client left first)

@@ -62,6 +62,7 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		}
 		return nil, fmt.Errorf("building upstreams: %w", err)
 	}
+	rt.gates = newGates(cfg, time.Now())
 	allowed := make(map[string]upgrades, len(cfg.Routes))
 	routes := make(map[string]*config.Route, len(cfg.Routes))
 	for _, r := range cfg.Routes {
@@ -77,7 +78,7 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		if u == nil { // a route of a decision service only (listen: ""): nothing to forward to
 			continue
 		}
-		up := &upstream{upgrades: allowed[route.Name]}
+		up := &upstream{upgrades: allowed[route.Name], overload: newOverload(cfg, routes[route.Name], rt.gates[route.Upstream])}
 		if cr := routeConfig(cfg, route.Name); cr != nil {
 			up.maxBody, up.rate, up.rateAfter = cr.MaxBodySize, cr.LimitRate, cr.LimitRateAfter
 		}
@@ -142,6 +143,7 @@ type upstream struct {
 	// The route's edge limits (0 = off): max_body_size, limit_rate and
 	// limit_rate_after, in bytes and bytes per second.
 	maxBody, rate, rateAfter int64
+	overload                 // the upstream's adaptive gate (nil gate: none)
 }
 
 // dialTimeout bounds connecting to an upstream.

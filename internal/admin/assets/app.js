@@ -67,6 +67,24 @@
     }
   }
 
+  // overload refreshes each upstream's adaptive limit and its classes.
+  function overload(gates) {
+    for (const g of gates) {
+      const art = document.querySelector('article.gate[data-upstream="' + CSS.escape(g.upstream) + '"]');
+      if (!art) continue;
+      art.querySelector('.limit').textContent = String(g.limit);
+      art.querySelector('.estimate').textContent = String(g.estimate);
+      art.querySelector('.min-latency').textContent = String(g.min_latency_ms);
+      for (const c of g.classes) {
+        const tr = art.querySelector('tr[data-class="' + CSS.escape(c.name) + '"]');
+        if (!tr) continue;
+        tr.querySelector('.in-flight').textContent = String(c.in_flight);
+        tr.querySelector('.queued').textContent = String(c.queued);
+        tr.querySelector('.shed').textContent = String(c.shed);
+      }
+    }
+  }
+
   function update(snap) {
     for (const art of document.querySelectorAll('article.route')) {
       const rr = snap.routes.find((r) => r.name === art.dataset.route);
@@ -81,6 +99,7 @@
       art.querySelector('.peak').textContent = 'scale: 0 to ' + top + ' r/s, last ' + rr.at.length + ' s';
     }
     topLists(snap);
+    overload(snap.overload || []);
     document.body.dataset.updated = String(snap.now);
   }
 
