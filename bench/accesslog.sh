@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/accesslog.sh — does the access log lose a line below its buffer's
-# bound? (issue 15: "under wrk -c32 with the log on ... no line is lost").
+# bound? (The mark: "under wrk -c32 with the log on ... no line is lost".)
 #
 # Each round starts rlproxy on bench/configs/rlproxy-accesslog.yaml (no
 # policy, JSON lines to a file) in front of bench/upstream, with its admin

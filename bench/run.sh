@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh — rlproxy benchmark suite (issue 7). See bench/README.md.
+# bench/run.sh — rlproxy benchmark suite. See bench/README.md.
 #
 #   bench/run.sh            throughput: every target, same wrk load, R rounds
 #   bench/run.sh attack     attack scenario (what bench/attack.sh runs)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/valkey.sh — Valkey store decisions/s vs the server's ceiling (issue 7).
+# bench/valkey.sh — Valkey store decisions/s vs the server's ceiling.
 #
 # Starts one redis-server (no persistence) pinned to BENCH_SERVER_CPUS, loads
 # rlproxy's decision script (bench/cmd/valkeyscript, SCRIPT LOAD; its SHA must

@@ -31,6 +31,7 @@ import (
 	"rlproxy/internal/config"
 	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/redisserver"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // Paths relative to this package's directory (deploy/), where go test runs.
@@ -559,13 +560,7 @@ func serveComposeConfig(t *testing.T, bin string, health []string) {
 			args[i] = "http://" + admin + "/healthz"
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for exec.Command(bin, args...).Run() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("health check %q never passed", args)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.Within(t, 10*time.Second, fmt.Sprintf("health check %q passes", args), func() bool { return exec.Command(bin, args...).Run() == nil })
 	get := func(p string) *http.Response {
 		t.Helper()
 		resp, err := http.Get("http://" + listen + p)
@@ -608,12 +603,8 @@ func serveComposeConfig(t *testing.T, bin string, health []string) {
 		return grepLines(string(body), "rlproxy_config_reloads_total{")
 	}
 	want := "rlproxy_config_reloads_total{result=\"failure\"} 0\nrlproxy_config_reloads_total{result=\"success\"} 1"
-	deadline = time.Now().Add(5 * time.Second)
-	for reloads() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("after SIGHUP: %q, want %q", reloads(), want)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !waitfor.Poll(5*time.Second, func() bool { return reloads() == want }) {
+		t.Fatalf("after SIGHUP: %q, want %q", reloads(), want)
 	}
 	// The new burst is served at once (q = burst; w = 6 tokens at 2 s
 	// each). Whether the empty bucket admits now is the token state's

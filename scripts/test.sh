@@ -20,7 +20,8 @@ case "${1:-}" in
 esac
 
 # static_checks: formatting; comments that cite no tracker item (a reader of
-# the repository cannot open one: cite a file or a standard); vet.
+# the repository cannot open one: cite a file or a standard) and name only
+# identifiers, files and headings the repository has; vet.
 static_checks() {
   echo "== gofmt"
   local bad
@@ -30,6 +31,8 @@ static_checks() {
   if git grep -nE 'issue [0-9]|issue: ' -- '*.go'; then
     echo "the comments above name tracker items: cite the repository or a standard" >&2; exit 1
   fi
+  echo "== comments name only what the repository has (scripts/commentcheck)"
+  go run ./scripts/commentcheck
   echo "== go vet"
   go vet ./...
 }

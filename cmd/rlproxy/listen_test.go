@@ -14,6 +14,7 @@ import (
 
 	"rlproxy/internal/config"
 	"rlproxy/internal/testutil/netutil"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // shipped is the demo configuration (listen 127.0.0.1:8080, admin 127.0.0.1:9090).
@@ -119,19 +120,16 @@ func startBinary(t *testing.T, bin string, env []string, args ...string) {
 // returns its status and body.
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			return resp.StatusCode, string(body)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var (
+		resp *http.Response
+		err  error
+	)
+	if !waitfor.Poll(10*time.Second, func() bool { resp, err = http.Get(url); return err == nil }) {
+		t.Fatalf("GET %s: %v", url, err)
 	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(body)
 }
 
 // TestServeListenFlag runs the real binary: `rlproxy -listen ADDR -config

@@ -12,28 +12,6 @@
 // 333⅓ ms with no rounding (nginx limit_req truncates to milli-requests/s).
 package algo
 
-// Kind names an algorithm.
-type Kind uint8
-
-// The algorithms. Names follow the field's terms (see docs/DESIGN.md for the
-// exact arithmetic of each).
-const (
-	// FixedWindow counts requests in epoch-aligned windows of Period ms.
-	FixedWindow Kind = iota + 1
-	// SlidingLog keeps the time of every accepted request in the last Period ms.
-	SlidingLog
-	// SlidingWindow is the sliding window counter (Cloudflare 2017): the
-	// previous window's count weighted by the part of it still inside the window.
-	SlidingWindow
-	// TokenBucket holds Burst tokens, refilled at Count per Period ms.
-	TokenBucket
-	// LeakyBucket is nginx limit_req (GCRA): excess drains at Count per Period
-	// ms; Burst excess requests are accepted, delayed unless NoDelay.
-	LeakyBucket
-	// Concurrency limits in-flight requests per key to Count (leases).
-	Concurrency
-)
-
 // Limit is one policy's compiled limit. The zero value is not valid; build it
 // with the config package, which validates every field.
 type Limit struct {

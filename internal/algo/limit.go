@@ -35,44 +35,18 @@ const (
 	MaxUnits = 1 << 50
 )
 
-// String is the algorithm's name as `rlproxy compare` prints it ("fixed
-// window", "sliding counter", …).
-func (k Kind) String() string {
-	switch k {
-	case FixedWindow:
-		return "fixed window"
-	case SlidingLog:
-		return "sliding log"
-	case SlidingWindow:
-		return "sliding counter"
-	case TokenBucket:
-		return "token bucket"
-	case LeakyBucket:
-		return "leaky bucket"
-	case Concurrency:
-		return "concurrency"
-	}
-	return fmt.Sprintf("Kind(%d)", uint8(k))
-}
-
 // Quota is q of RateLimit-Policy (docs/CONTRACT.md): requests accepted at one
 // instant from idle. Token bucket: Burst; leaky bucket: Burst+1 (counting
 // delayed ones); windows and Concurrency: Count.
 func (l *Limit) Quota() int64 {
-	switch l.Kind {
-	case TokenBucket:
-		return l.Burst
-	case LeakyBucket:
-		return l.Burst + 1
-	}
-	return l.Count
+	return kinds[l.Kind].Quota.quota(l)
 }
 
 // WindowMillis is w of RateLimit-Policy in ms (headers round it up to whole
 // seconds): for buckets the time to drain or refill q requests,
 // ceil(q·Period/Count); for windows the window; for Concurrency the lease TTL.
 func (l *Limit) WindowMillis() int64 {
-	if l.Kind == TokenBucket || l.Kind == LeakyBucket {
+	if kinds[l.Kind].Bucket {
 		return ceilDiv(l.Quota()*l.Period, l.Count)
 	}
 	return l.Period
@@ -123,53 +97,21 @@ func (l *Limit) windowEnd(id int64, n int) int64 {
 // prev is non-zero); sliding log: the newest entry leaves; Concurrency: the
 // latest lease expires.
 func (l *Limit) IdleMillis(s *State, now int64) int64 {
-	var end int64 // Unix ms at which s is idle
-	switch l.Kind {
-	case LeakyBucket:
-		if s.C == 0 {
-			return 0
-		}
-		return ceilDiv(l.leakyLevel(s, now)+l.Period, l.Count)
-	case TokenBucket:
-		if s.C == 0 {
-			return 0
-		}
-		return ceilDiv(l.Burst*l.Period-l.tokenLevel(s, now), l.Count)
-	case FixedWindow:
-		if s.B > 0 {
-			end = l.windowEnd(s.A, 0)
-		}
-	case SlidingWindow:
-		switch {
-		case s.B > 0:
-			end = l.windowEnd(s.A, 1)
-		case s.C > 0:
-			end = l.windowEnd(s.A, 0)
-		}
-	case SlidingLog:
-		if n := len(s.Log); n > 0 {
-			end = s.Log[n-1] + l.Period
-		}
-	case Concurrency:
-		for _, ls := range s.Leases {
-			end = max(end, ls.Expiry)
-		}
-	}
-	return max(end-now, 0)
+	return max(l.run(opIdle, nil, s, now, 0, "")-now, 0)
 }
 
 // IdleAfterCharge is IdleMillis (ms from now until idle) of the state that
 // an accepted DecideLease or DecideInto with cost > 0 has just written, at
 // the same now, read off its Decision d rather than recomputed: the memory
 // store saves the two divisions of a bucket's IdleMillis on every charge.
-// It is d.ResetAfter for every kind but the sliding window counter, whose
-// charged count still weighs as prev for one window more: d.ResetAfter +
-// Period. (Concurrency without a lease only peeks; the equality holds for
+// It is d.ResetAfter for every kind but those whose charge still weighs
+// in the next window (Algorithm.WeighsNext: the sliding window counter's
+// count weighs as prev for one window more): d.ResetAfter + Period. (Concurrency without a lease only peeks; the equality holds for
 // that unchanged state too.) For anything else, e.g. a refused d, use
 // IdleMillis. A calendar counter's next period may be shorter than
 // Period (the unit's longest): there the result is an upper bound.
 func (l *Limit) IdleAfterCharge(d *Decision) int64 {
-	if l.Kind == SlidingWindow {
+	if kinds[l.Kind].WeighsNext {
 		return d.ResetAfter + l.Period
 	}
 	return d.ResetAfter
@@ -178,25 +120,7 @@ func (l *Limit) IdleAfterCharge(d *Decision) int64 {
 // String describes the limit for logs and test failures, e.g.
 // "leaky bucket 10 r/s (burst 20, nodelay)" or "fixed window 100 per 1h".
 func (l *Limit) String() string {
-	switch l.Kind {
-	case TokenBucket:
-		return fmt.Sprintf("%v %s (burst %d)", l.Kind, rateString(l.Count, l.Period), l.Burst)
-	case LeakyBucket:
-		mode := ""
-		switch {
-		case l.NoDelay:
-			mode = ", nodelay"
-		case l.Delay > 0:
-			mode = fmt.Sprintf(", delay %d", l.Delay)
-		}
-		return fmt.Sprintf("%v %s (burst %d%s)", l.Kind, rateString(l.Count, l.Period), l.Burst, mode)
-	case Concurrency:
-		return fmt.Sprintf("%v %d (lease %v)", l.Kind, l.Count, FormatDuration(time.Duration(l.Period)*time.Millisecond))
-	}
-	if l.Calendar != nil {
-		return fmt.Sprintf("%v %d per %v", l.Kind, l.Count, l.Calendar)
-	}
-	return fmt.Sprintf("%v %d per %v", l.Kind, l.Count, FormatDuration(time.Duration(l.Period)*time.Millisecond))
+	return l.Kind.String() + " " + kinds[l.Kind].params(l)
 }
 
 // rateString writes count per period ms in nginx's units where one fits.
@@ -222,31 +146,32 @@ func rateString(count, period int64) string {
 // MaxLogCount, MaxBurst, MaxPeriod, MaxUnits); those errors name the
 // largest value that fits.
 func (l *Limit) Validate() error {
+	a := Describe(l.Kind)
 	switch {
-	case l.Kind < FixedWindow || l.Kind > Concurrency:
+	case a == nil:
 		return fmt.Errorf("unknown algorithm %d", l.Kind)
-	case l.Count < 1 || l.Count > MaxCountFor(l.Kind):
-		return fmt.Errorf("count %d: want 1..%d for the %v", l.Count, MaxCountFor(l.Kind), l.Kind)
+	case l.Count < 1 || l.Count > a.MaxCount:
+		return fmt.Errorf("count %d: want 1..%d for the %v", l.Count, a.MaxCount, l.Kind)
 	case l.Period < 1 || l.Period > MaxPeriod:
 		return fmt.Errorf("period %d ms: want 1..%d", l.Period, MaxPeriod)
 	case l.Burst < 0 || l.Burst > MaxBurst:
 		return fmt.Errorf("burst %d: want 0..%d", l.Burst, MaxBurst)
-	case l.Kind == TokenBucket && l.Burst < 1:
-		return errors.New("token bucket burst must be at least 1")
-	case l.Kind != TokenBucket && l.Kind != LeakyBucket && l.Burst != 0:
+	case l.Burst < a.MinBurst:
+		return fmt.Errorf("%v burst must be at least %d", l.Kind, a.MinBurst)
+	case !a.Has("burst") && l.Burst != 0:
 		return fmt.Errorf("burst applies to the buckets only, not %v", l.Kind)
-	case l.Kind != LeakyBucket && (l.Delay != 0 || l.NoDelay):
+	case !a.Has("delay") && (l.Delay != 0 || l.NoDelay):
 		return fmt.Errorf("delay and nodelay apply to the leaky bucket only, not %v", l.Kind)
 	case l.NoDelay && l.Delay != 0:
 		return errors.New("delay and nodelay are mutually exclusive")
 	case l.Delay < 0 || l.Delay > MaxBurst:
 		return fmt.Errorf("delay %d: want 0..%d", l.Delay, MaxBurst)
-	case l.Calendar != nil && l.Kind != FixedWindow && l.Kind != SlidingWindow:
+	case l.Calendar != nil && !a.Has("calendar"):
 		return fmt.Errorf("calendar periods apply to the fixed window and the sliding counter only, not %v", l.Kind)
 	case l.Calendar != nil && (l.Calendar.Loc == nil || l.Calendar.Unit < Day || l.Calendar.Unit > Year || l.Period != l.Calendar.Unit.longest()):
 		return fmt.Errorf("%v: a calendar needs a unit, a zone and Period %d ms (its longest period)", l, l.Calendar.Unit.longest())
 	}
-	if l.Kind != TokenBucket && l.Kind != LeakyBucket {
+	if !a.Bucket {
 		return nil
 	}
 	// The buckets count in units of Period per request.
@@ -263,13 +188,7 @@ func (l *Limit) Validate() error {
 // MaxCountFor is the largest Count Validate accepts for kind k:
 // MaxWindowCount, MaxLogCount or MaxCount.
 func MaxCountFor(k Kind) int64 {
-	switch k {
-	case FixedWindow, SlidingWindow:
-		return MaxWindowCount
-	case SlidingLog:
-		return MaxLogCount
-	}
-	return MaxCount
+	return kinds[k].MaxCount
 }
 
 // FormatDuration writes d as time.Duration.String does without its zero

@@ -83,7 +83,7 @@ type Extractor struct {
 	// hashers pools keyed HMAC states: hmac.New allocates, and a hasher is
 	// not safe for concurrent use.
 	hashers sync.Pool
-	// collectors pools reqview.Collectors for fields a request may send
+	// collectors pools *reqview.Collector values for fields a request may send
 	// on several lines (Cookie).
 	collectors sync.Pool
 	// now is the clock for JWT exp/nbf (time.Now; tests inject one).
@@ -104,9 +104,10 @@ type source struct {
 // sources (nil: unverified). hashSecret keys the credential hash; every
 // instance sharing a store needs the same one. It may be empty, but then the
 // hash is unkeyed and a low-entropy credential can be recovered from the
-// store's key names by guessing. New returns an error for an unknown source
-// kind, a source without its name, a prefix out of range, or a non-nil but
-// empty JWT secret (anyone could sign with it).
+// store's key names by guessing. spec and jwt are as package config
+// validated them (prefixes in range, every named source with its name, a
+// JWT secret of at least 32 bytes: internal/config/policy.go, sections.go);
+// New returns an error only for a source kind it does not know.
 func New(spec config.KeySpec, jwt config.JWT, hashSecret []byte) (*Extractor, error) {
 	e := &Extractor{
 		combine:   spec.Combine,
@@ -121,16 +122,6 @@ func New(spec config.KeySpec, jwt config.JWT, hashSecret []byte) (*Extractor, er
 	if e.v6Bits == 0 {
 		e.v6Bits = 128
 	}
-	if e.v4Bits < 0 || e.v4Bits > 32 {
-		return nil, fmt.Errorf("ipv4_prefix %d: want 1..32", spec.IPv4Prefix)
-	}
-	if e.v6Bits < 0 || e.v6Bits > 128 {
-		return nil, fmt.Errorf("ipv6_prefix %d: want 1..128", spec.IPv6Prefix)
-	}
-	if jwt.HMACSecret != nil && len(jwt.HMACSecret) == 0 {
-		// Anyone can sign with an empty key: refuse rather than "verify".
-		return nil, fmt.Errorf("jwt hmac secret: empty")
-	}
 	srcs := spec.Sources
 	if len(srcs) == 0 {
 		srcs = []config.Source{{Kind: config.SourceIP}}
@@ -140,13 +131,9 @@ func New(spec config.KeySpec, jwt config.JWT, hashSecret []byte) (*Extractor, er
 		switch s.Kind {
 		case config.SourceIP, config.SourceGlobal:
 			c.name = ""
-		case config.SourceHeader, config.SourceQuery, config.SourceCookie, config.SourceJWT, config.SourceTLS:
-			if s.Name == "" {
-				return nil, fmt.Errorf("key source %s: missing name", kindName(s.Kind))
-			}
-			if s.Kind == config.SourceHeader {
-				c.name = textproto.CanonicalMIMEHeaderKey(s.Name)
-			}
+		case config.SourceHeader:
+			c.name = textproto.CanonicalMIMEHeaderKey(s.Name)
+		case config.SourceQuery, config.SourceCookie, config.SourceJWT, config.SourceTLS:
 		default:
 			return nil, fmt.Errorf("key source kind %d: unknown", s.Kind)
 		}
@@ -465,23 +452,6 @@ func Redact(id string) string {
 		return id[:keep]
 	}
 	return id
-}
-
-// kindName is the docs/CONTRACT.md spelling of a source kind, for errors.
-func kindName(k config.SourceKind) string {
-	switch k {
-	case config.SourceHeader:
-		return "header"
-	case config.SourceQuery:
-		return "query"
-	case config.SourceCookie:
-		return "cookie"
-	case config.SourceJWT:
-		return "jwt"
-	case config.SourceTLS:
-		return "tls"
-	}
-	return strconv.Itoa(int(k))
 }
 
 // Sum is the 128 bits a credential id ("h:" and 32 hex digits) spells:

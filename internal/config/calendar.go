@@ -1,8 +1,6 @@
 package config
 
 import (
-	"slices"
-
 	"rlproxy/internal/algo"
 )
 
@@ -15,15 +13,15 @@ var calendarUnits = [...]string{"day", "week", "month", "year"}
 // fixed window and the sliding window counter take (the algorithms'
 // field lists say so). A calendar limit's Period is its unit's longest
 // period (algo.Limit.Calendar).
-func (d *decoder) windowOrCalendar(o object, a algorithm) (algo.Limit, bool) {
+func (d *decoder) windowOrCalendar(o object, a *algo.Algorithm) (algo.Limit, bool) {
 	cn, tn := o.get("calendar"), o.get("timezone")
-	if !slices.Contains(a.fields, "calendar") { // policy reports the fields
+	if !a.Has("calendar") { // policy reports the fields
 		return d.window(o, a, "window", 0)
 	}
 	if cn == nil {
 		if tn != nil {
 			d.errorf(tn, o.field("timezone"), "applies only with calendar: day, week, month or year")
-			return algo.Limit{Kind: a.kind}, false
+			return algo.Limit{Kind: a.Kind}, false
 		}
 		return d.window(o, a, "window", 0)
 	}
@@ -39,12 +37,12 @@ func (d *decoder) windowOrCalendar(o object, a algorithm) (algo.Limit, bool) {
 		tz, good = d.str(tn, o.field("timezone"))
 		ok = ok && good
 	}
-	l := algo.Limit{Kind: a.kind}
+	l := algo.Limit{Kind: a.Kind}
 	if n := o.get("limit"); n != nil {
-		l.Count, good = d.integer(n, o.field("limit"), 1, algo.MaxCountFor(a.kind))
+		l.Count, good = d.integer(n, o.field("limit"), 1, algo.MaxCountFor(a.Kind))
 		ok = ok && good
 	} else {
-		d.errorf(o.missing(), o.field("limit"), "required for %s: requests per %s, at least 1", a.name, "calendar period")
+		d.errorf(o.missing(), o.field("limit"), "required for %s: requests per %s, at least 1", a.Name, "calendar period")
 		ok = false
 	}
 	if !ok {

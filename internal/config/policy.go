@@ -22,27 +22,12 @@ const (
 	maxBurst         = algo.MaxBurst // requests
 )
 
-// algorithm describes one `algorithm:` value: its kind and the fields only
-// it takes (besides the fields common to every policy).
-type algorithm struct {
-	name   string
-	kind   algo.Kind
-	fields []string
-}
-
-// algorithms lists the policy algorithms of docs/CONTRACT.md, in its order.
-func algorithms() []algorithm {
-	bucket := []string{"rate", "burst"}
-	window := []string{"limit", "window"}
-	calendar := []string{"limit", "window", "calendar", "timezone"} // calendar.go
-	return []algorithm{
-		{"leaky_bucket", algo.LeakyBucket, []string{"rate", "burst", "nodelay", "delay"}},
-		{"token_bucket", algo.TokenBucket, bucket},
-		{"fixed_window", algo.FixedWindow, calendar},
-		{"sliding_log", algo.SlidingLog, window},
-		{"sliding_window", algo.SlidingWindow, calendar},
-		{"concurrency", algo.Concurrency, []string{"limit", "lease"}},
-	}
+// algorithms lists the policy algorithms (algo.Kinds, whose descriptors
+// hold each one's name and fields) in docs/CONTRACT.md's order.
+func algorithms() []*algo.Algorithm {
+	as := slices.Clone(algo.Kinds())
+	slices.SortFunc(as, func(a, b *algo.Algorithm) int { return a.Listed - b.Listed })
+	return as
 }
 
 // Whole-address prefix lengths: an ip key's default grouping (none).
@@ -171,15 +156,15 @@ func (d *decoder) policyLimit(o object, p *Policy) {
 	}
 	a := algorithms()[slices.Index(algorithmNames(), name)]
 	for _, f := range d.algorithmFields() {
-		if o.has(f.name) && !slices.Contains(a.fields, f.name) {
-			d.errorf(o.keys[f.name], o.field(f.name), "field %q does not apply to algorithm %s (it takes %s)", f.name, a.name, strings.Join(a.fields, ", "))
+		if o.has(f.name) && !a.Has(f.name) {
+			d.errorf(o.keys[f.name], o.field(f.name), "field %q does not apply to algorithm %s (it takes %s)", f.name, a.Name, strings.Join(a.Fields, ", "))
 		}
 	}
 	var l algo.Limit
-	switch a.kind {
-	case algo.LeakyBucket, algo.TokenBucket:
-		l, ok = d.bucket(o, a.name, algo.Limit{Kind: a.kind})
-	case algo.Concurrency:
+	switch {
+	case a.Has("rate"):
+		l, ok = d.bucket(o, a.Name, algo.Limit{Kind: a.Kind})
+	case a.Has("lease"):
 		l, ok = d.window(o, a, "lease", defaultLease.Milliseconds())
 	default:
 		l, ok = d.windowOrCalendar(o, a)
@@ -187,21 +172,7 @@ func (d *decoder) policyLimit(o object, p *Policy) {
 	if ok && d.limitValid(o.get("algorithm"), o.path, l) {
 		p.Limit = l
 	}
-	d.countStatus(o, a.kind, p)
-}
-
-// required lists the fields algorithm a cannot do without (bucket and
-// window report their absence).
-func (a algorithm) required() []any {
-	switch a.kind {
-	case algo.LeakyBucket:
-		return []any{"rate"}
-	case algo.TokenBucket:
-		return []any{"rate", "burst"}
-	case algo.Concurrency, algo.FixedWindow, algo.SlidingWindow: // the last two: window or calendar (extendPolicy)
-		return []any{"limit"}
-	}
-	return []any{"limit", "window"}
+	d.countStatus(o, a.Kind, p)
 }
 
 // extendPolicy adds to the policy schema each algorithm's rule: the
@@ -211,19 +182,23 @@ func (d *decoder) extendPolicy(s schema) {
 	for _, a := range algorithms() {
 		banned := schema{}
 		for _, f := range d.algorithmFields() {
-			if !slices.Contains(a.fields, f.name) {
+			if !a.Has(f.name) {
 				banned[f.name] = false
 			}
 		}
-		if slices.Contains(a.fields, "limit") {
-			banned["limit"] = schema{"maximum": algo.MaxCountFor(a.kind)}
+		if a.Has("limit") {
+			banned["limit"] = schema{"maximum": algo.MaxCountFor(a.Kind)}
 		}
-		then := schema{"properties": banned, "required": a.required()}
-		if slices.Contains(a.fields, "calendar") {
+		required := make([]any, len(a.Required))
+		for i, f := range a.Required {
+			required[i] = f
+		}
+		then := schema{"properties": banned, "required": required}
+		if a.Has("calendar") {
 			then["oneOf"] = []any{schema{"required": []any{"window"}}, schema{"required": []any{"calendar"}}}
 		}
 		rules = append(rules, schema{
-			"if":   schema{"properties": schema{"algorithm": schema{"const": a.name}}, "required": []any{"algorithm"}},
+			"if":   schema{"properties": schema{"algorithm": schema{"const": a.Name}}, "required": []any{"algorithm"}},
 			"then": then,
 		})
 	}
@@ -234,7 +209,7 @@ func (d *decoder) extendPolicy(s schema) {
 func algorithmNames() []string {
 	var names []string
 	for _, a := range algorithms() {
-		names = append(names, a.name)
+		names = append(names, a.Name)
 	}
 	return names
 }
@@ -253,10 +228,8 @@ func (d *decoder) bucket(o object, algoName string, def algo.Limit) (algo.Limit,
 		d.errorf(o.missing(), o.field("rate"), "required for %s; want N r/s, N r/m, N r/h or N r/d", algoName)
 		ok = false
 	}
-	minBurst := int64(0)
-	if def.Kind == algo.TokenBucket {
-		minBurst = 1
-	}
+	a := algo.Describe(def.Kind)
+	minBurst := a.MinBurst
 	burstOK := true
 	if n := o.get("burst"); n != nil {
 		l.Burst, burstOK = d.integer(n, o.field("burst"), minBurst, maxBurst)
@@ -265,7 +238,7 @@ func (d *decoder) bucket(o object, algoName string, def algo.Limit) (algo.Limit,
 		burstOK = false
 	}
 	ok = ok && burstOK
-	if def.Kind != algo.LeakyBucket {
+	if !a.Has("nodelay") {
 		return l, ok
 	}
 	if n := o.get("nodelay"); n != nil {
@@ -337,22 +310,22 @@ const defaultLease = 30 * time.Second
 // window decodes limit plus a period field (window, or lease for
 // concurrency; defPeriod ms when absent, 0 = required) into a limit of
 // Count requests per Period ms.
-func (d *decoder) window(o object, a algorithm, periodField string, defPeriod int64) (algo.Limit, bool) {
-	l, ok := algo.Limit{Kind: a.kind, Period: defPeriod}, true
+func (d *decoder) window(o object, a *algo.Algorithm, periodField string, defPeriod int64) (algo.Limit, bool) {
+	l, ok := algo.Limit{Kind: a.Kind, Period: defPeriod}, true
 	if n := o.get("limit"); n != nil {
-		l.Count, ok = d.integer(n, o.field("limit"), 1, algo.MaxCountFor(a.kind))
+		l.Count, ok = d.integer(n, o.field("limit"), 1, algo.MaxCountFor(a.Kind))
 	} else {
-		d.errorf(o.missing(), o.field("limit"), "required for %s: requests per %s, at least 1", a.name, periodField)
+		d.errorf(o.missing(), o.field("limit"), "required for %s: requests per %s, at least 1", a.Name, periodField)
 		ok = false
 	}
 	if n := o.get(periodField); n != nil {
 		v, good := d.duration(n, o.field(periodField), false)
 		l.Period, ok = v.Milliseconds(), ok && good
 	} else if defPeriod == 0 {
-		d.errorf(o.missing(), o.field(periodField), "required for %s: a duration such as 10s, 1h", a.name)
+		d.errorf(o.missing(), o.field(periodField), "required for %s: a duration such as 10s, 1h", a.Name)
 		ok = false
 	}
-	if !ok || a.kind == algo.Concurrency {
+	if !ok || a.Leases {
 		return l, ok
 	}
 	if l.Period < rateWindow && l.Count > maxRatePerSecond*l.Period/1000 {

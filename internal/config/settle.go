@@ -34,8 +34,8 @@ func (d *decoder) countStatus(o object, kind algo.Kind, p *Policy) {
 		return
 	}
 	path := o.field("count_status")
-	if kind == algo.Concurrency {
-		d.errorf(o.keys["count_status"], path, "does not apply to algorithm concurrency (it counts requests in flight, not their outcomes)")
+	if a := algo.Describe(kind); a.Leases {
+		d.errorf(o.keys["count_status"], path, "does not apply to algorithm %s (it counts requests in flight, not their outcomes)", a.Name)
 		return
 	}
 	items, ok := d.list(n, path, true)

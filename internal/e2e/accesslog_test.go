@@ -12,9 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // TestAccessLog: one JSON line per request with every field; request ids
@@ -71,7 +71,7 @@ routes:
 	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	e2eWaitFor(t, 20*time.Millisecond, "the access log reopened", func() bool { _, err := os.Stat(logPath); return err == nil })
+	waitfor.True(t, "the access log reopened", func() bool { _, err := os.Stat(logPath); return err == nil })
 	send("/h/after-reopen", "X-API-Key", "another")
 	in.App.Shutdown(t.Context()) // drains the log
 	lines := accessLines(t, logPath+".1")

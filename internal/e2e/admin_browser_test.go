@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // adminBrowserCfg: three routes; the attacked one (login) allows 20 r/s
@@ -253,7 +254,7 @@ func adminLiveFigures(t *testing.T, ctx context.Context) (from, to time.Time, re
 	if err != nil {
 		t.Fatal(err)
 	}
-	e2eWaitFor(t, 100*time.Millisecond, "the page's next poll", func() bool {
+	waitfor.True(t, "the page's next poll", func() bool {
 		a, err := chromedp.Run(ctx, chromedp.AttributeValue(body, "data-updated"))
 		return err == nil && a.Exists && a.Value != prev.Value
 	})

@@ -18,6 +18,7 @@ import (
 
 	"rlproxy/internal/testutil/fleet"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // boundsClients is how many non-reading clients TestNonReadingClients
@@ -203,7 +204,7 @@ routes: [ { name: all, upstream: app } ]
 	probe := &boundsProbe{}
 	stop, probeDone := make(chan struct{}), make(chan struct{})
 	go probe.run(target.url+"/probe", stop, probeDone)
-	e2eWaitFor(t, 10*time.Millisecond, "the probe's first answer", func() bool {
+	waitfor.True(t, "the probe's first answer", func() bool {
 		probe.mu.Lock()
 		defer probe.mu.Unlock()
 		return len(probe.latencies) > 0
@@ -337,14 +338,8 @@ func boundsFlood(t *testing.T, addr string, n int) []net.Conn {
 	return conns
 }
 
-// e2eWaitForLong is e2eWaitFor with 120 s to wait (many clients to cut).
+// e2eWaitForLong is waitfor.True with 120 s to wait (many clients to cut).
 func e2eWaitForLong(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(120 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 120s waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.Within(t, 120*time.Second, what, cond)
 }

@@ -28,6 +28,7 @@ import (
 	"rlproxy/internal/testutil/fakeclock"
 	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // clientsKeys lists every key of srv with SCAN (never KEYS).
@@ -537,13 +538,7 @@ routes:
 	if err := os.WriteFile(keys, append(seed, []byte("kf-later: pro\n")...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for planOf("kf-later") != `"kf_pro";q=50;w=180000` {
-		if time.Now().After(deadline) {
-			t.Fatal("kf-later not on the pro plan 5 s after the keys file changed")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitfor.True(t, "kf-later on the pro plan after the keys file changed", func() bool { return planOf("kf-later") == `"kf_pro";q=50;w=180000` })
 }
 
 // clientsQuota is the quota endpoint's JSON answer.
@@ -683,7 +678,8 @@ func clientsLaunch(c *http.Client, url string, n int) (<-chan int, []context.Can
 	return out, cancels
 }
 
-// clientsCollect reads n statuses from ch (5 s bound) and counts them.
+// clientsCollect reads n statuses from ch (waitfor.Timeout bound: a loaded
+// machine answers late, a lost answer never) and counts them.
 func clientsCollect(t *testing.T, ch <-chan int, n int) map[int]int {
 	t.Helper()
 	got := map[int]int{}
@@ -691,7 +687,7 @@ func clientsCollect(t *testing.T, ch <-chan int, n int) map[int]int {
 		select {
 		case s := <-ch:
 			got[s]++
-		case <-time.After(5 * time.Second):
+		case <-time.After(waitfor.Timeout):
 			t.Fatalf("timed out; statuses so far %v", got)
 		}
 	}
@@ -708,6 +704,7 @@ func TestClientConcurrency(t *testing.T) {
 			t.Parallel()
 			up := clientsNewHold(t)
 			in := e2eStartBehind(t, st, up.URL, `
+quota_endpoint: { path: /rate-limit }
 upstreams: { app: { url: %q } }
 policies:
   conc:  { algorithm: concurrency, limit: 3 }
@@ -721,7 +718,7 @@ routes:
 
 			ch, _ := clientsLaunch(c, url, 10)
 			refused := clientsCollect(t, ch, 7)
-			e2eWaitFor(t, 10*time.Millisecond, "3 in flight", func() bool { return up.inflight.Load() == 3 })
+			waitfor.True(t, "3 in flight", func() bool { return up.inflight.Load() == 3 })
 			if refused[429] != 7 {
 				t.Errorf("10 simultaneous: the 7 early answers are %v, want 7×429", refused)
 			}
@@ -735,7 +732,7 @@ routes:
 			if got := clientsCollect(t, ch, 1); got[429] != 1 {
 				t.Errorf("4 more: first answer %v, want 429", got)
 			}
-			e2eWaitFor(t, 10*time.Millisecond, "3 in flight again", func() bool { return up.inflight.Load() == 3 })
+			waitfor.True(t, "3 in flight again", func() bool { return up.inflight.Load() == 3 })
 			if n := up.Count(); n != 6 {
 				t.Errorf("upstream saw %d requests, want 6", n)
 			}
@@ -746,36 +743,38 @@ routes:
 			if got := clientsCollect(t, ch, 3); got[0] != 3 {
 				t.Errorf("cancelled clients: %v, want 3 transport errors", got)
 			}
-			e2eWaitFor(t, 10*time.Millisecond, "the cancelled requests to leave the upstream", func() bool { return up.inflight.Load() == 0 })
-			// Release runs just after the upstream call returns.
-			time.Sleep(300 * time.Millisecond)
+			waitfor.True(t, "the cancelled requests to leave the upstream", func() bool { return up.inflight.Load() == 0 })
+			// Release runs just after the upstream call returns; a lease
+			// that leaked would hold its slot for the default lease (30 s),
+			// longer than this wait.
+			waitfor.Within(t, 10*time.Second, "the left clients' slots released", func() bool { return clientsQuotaOf(t, c, in.URL)["conc"] == 3 })
 			ch, _ = clientsLaunch(c, url, 4)
 			if got := clientsCollect(t, ch, 1); got[429] != 1 {
 				t.Errorf("4 after the clients left: first answer %v, want 429 (3 slots free, not 4)", got)
 			}
-			e2eWaitFor(t, 10*time.Millisecond, "3 slots after the clients left", func() bool { return up.inflight.Load() == 3 })
+			waitfor.True(t, "3 slots after the clients left", func() bool { return up.inflight.Load() == 3 })
 			up.Free()
 			if got := clientsCollect(t, ch, 3); got[200] != 3 {
 				t.Errorf("after the clients left: %v, want 3×200", got)
 			}
 
-			// Lease renewal: 300 ms leases, requests held 1 s. Real time,
-			// not injected: renewals run on a real ticker against lease
-			// expiry, and the 900 ms check is 300 ms (a whole lease) from
-			// both the last renewal's deadline and the requests' end.
+			// Lease renewal: 300 ms leases, requests held until Free. Real
+			// time, not injected: renewals run on a real ticker against
+			// lease expiry. Three leases after the requests arrived, only
+			// renewals can hold the slots: the check has no boundary near
+			// (a later check is only a stronger one).
 			surl := in.URL + "/short/x"
 			ch, _ = clientsLaunch(c, surl, 3)
-			e2eWaitFor(t, 10*time.Millisecond, "3 long requests in flight", func() bool { return up.inflight.Load() == 3 })
+			waitfor.True(t, "3 long requests in flight", func() bool { return up.inflight.Load() == 3 })
 			time.Sleep(900 * time.Millisecond)
 			if s := clientsStatus(t, c, surl); s != 429 {
-				t.Errorf("a 4th at 900 ms (leases 300 ms, renewed): status %d, want 429", s)
+				t.Errorf("a 4th 900 ms after the 3 arrived (leases 300 ms, renewed): status %d, want 429", s)
 			}
-			time.Sleep(100 * time.Millisecond)
 			up.Free()
 			if got := clientsCollect(t, ch, 3); got[200] != 3 {
 				t.Errorf("the 3 long requests: %v, want 3×200", got)
 			}
-			e2eWaitFor(t, 10*time.Millisecond, "a slot after the long requests", func() bool { return clientsStatus(t, c, surl) == 200 })
+			waitfor.True(t, "a slot after the long requests", func() bool { return clientsStatus(t, c, surl) == 200 })
 		})
 	}
 }
@@ -884,15 +883,17 @@ routes:
 			if resp.StatusCode != 429 || !strings.Contains(body, "shaping-queue-full") {
 				t.Fatalf("shaped 3rd: %d %s, want 429 shaping-queue-full", resp.StatusCode, body)
 			}
-			time.Sleep(200 * time.Millisecond) // the abandoned request's handler returns
-			q := clientsQuotaOf(t, c, in.URL)
-			if q["nl_conc"] != 2 {
+			// The abandoned request's handler returns on its own time; a
+			// leaked lease would hold its slot for the default lease (30 s),
+			// longer than this wait.
+			var q map[string]int64
+			if !waitfor.Poll(10*time.Second, func() bool { q = clientsQuotaOf(t, c, in.URL); return q["nl_conc"] == 2 }) {
 				t.Errorf("quota endpoint after the abandoned and the refused requests: nl_conc remaining %d, want 2 (no lease leaked); %v", q["nl_conc"], q)
 			}
 			// Hold one real request: the endpoint reports one slot in use.
 			clk.Advance(3 * time.Second) // the leaky bucket drains enough for no wait
 			ch, _ := clientsLaunch(c, in.URL+"/shaped/x", 1)
-			e2eWaitFor(t, 10*time.Millisecond, "a held request", func() bool { return up.inflight.Load() == 1 })
+			waitfor.True(t, "a held request", func() bool { return up.inflight.Load() == 1 })
 			if q := clientsQuotaOf(t, c, in.URL); q["nl_conc"] != 1 {
 				t.Errorf("quota endpoint with one request in flight: nl_conc remaining %d, want 1; %v", q["nl_conc"], q)
 			}

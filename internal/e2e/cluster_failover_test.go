@@ -18,6 +18,7 @@ import (
 	"rlproxy/internal/testutil/fleet"
 	"rlproxy/internal/testutil/promrules"
 	"rlproxy/internal/testutil/rediscluster"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // TestClusterMasterKilled: a 3+3 Redis Cluster on loopback, one rlproxy,
@@ -232,12 +233,8 @@ const clusterStep = 100 * time.Millisecond
 func clusterBreakerCloses(t *testing.T, metrics string, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for !clusterHasSeries(t, metrics, "rlproxy_breaker_open 0") {
-		if time.Since(start) > within {
-			t.Errorf("rlproxy_breaker_open still 1 %v after the replica owned the slots, want 0 within %v", time.Since(start).Round(time.Millisecond), within)
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !waitfor.Poll(within, func() bool { return clusterHasSeries(t, metrics, "rlproxy_breaker_open 0") }) {
+		t.Errorf("rlproxy_breaker_open still 1 %v after the replica owned the slots, want 0 within %v", time.Since(start).Round(time.Millisecond), within)
 	}
 	return time.Since(start)
 }

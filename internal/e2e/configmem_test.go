@@ -14,6 +14,7 @@ import (
 
 	"rlproxy/internal/config"
 	"rlproxy/internal/testutil/fleet"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // memKeys is how many plan keys TestConfigMemory writes: 64,000 (2.6 MB
@@ -165,25 +166,23 @@ func TestConfigMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	var line string
-	deadline := time.Now().Add(120 * time.Second)
-	for line == "" {
-		if time.Now().After(deadline) {
-			t.Fatalf("no refused reload in 120 s:\n%.4000s", p.Log())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !waitfor.Poll(120*time.Second, func() bool {
 		for _, l := range strings.Split(p.Log(), "\n") {
 			if strings.Contains(l, "config reload refused") {
 				line = l
 			}
 		}
+		return line != ""
+	}) {
+		t.Fatalf("no refused reload in 120 s:\n%.4000s", p.Log())
 	}
 	// FreeOSMemory runs after the log line: a full collection, then the
 	// scavenger returns the freed pages; give it up to 10 s.
-	peak, after := memStatus(t, p.Pid())
-	for end := time.Now().Add(10 * time.Second); after > before+50<<20 && time.Now().Before(end); {
-		time.Sleep(100 * time.Millisecond)
+	var after int64
+	waitfor.Poll(10*time.Second, func() bool {
 		peak, after = memStatus(t, p.Pid())
-	}
+		return after <= before+50<<20
+	})
 	listed := strings.Count(line, "unknown plan")
 	// Decoding stops at config.MaxProblems problems: the log line says so.
 	more := fmt.Sprintf("and %d more problems", min(n, config.MaxProblems)-100)

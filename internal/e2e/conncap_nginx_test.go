@@ -9,6 +9,7 @@ import (
 
 	"rlproxy/internal/testutil/nginxtest"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // TestConcurrencyVsNginxLimitConn: the concurrency policy (limit N, key ip)
@@ -58,7 +59,7 @@ routes: [ { name: all, upstream: app, policies: [conc] } ]
 					}
 					ch, _ := clientsLaunch(c, target.url+"/x", n+3)
 					early := clientsCollect(t, ch, 3)
-					e2eWaitFor(t, 10*time.Millisecond, target.name+": N in flight", func() bool { return target.up.inflight.Load() == int64(n) })
+					waitfor.True(t, target.name+": N in flight", func() bool { return target.up.inflight.Load() == int64(n) })
 					target.up.Free()
 					late := clientsCollect(t, ch, n)
 					t.Logf("%s %s: %d at once: first answers %v, then %v; %d reached the upstream in flight", name, target.name, n+3, early, late, n)

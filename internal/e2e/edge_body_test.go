@@ -16,6 +16,7 @@ import (
 
 	"rlproxy/internal/testutil/nginxtest"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // bodyUpstream counts the body bytes each request brought, and whether
@@ -48,19 +49,16 @@ func newBodyUpstream(t *testing.T) *bodyUpstream {
 // 5 s for want requests (a cut request reaches the handler's end after
 // the client's answer).
 func (u *bodyUpstream) take(want int) []bodySeen {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitfor.Poll(5*time.Second, func() bool {
 		u.mu.Lock()
-		n := len(u.seen)
-		if n >= want || time.Now().After(deadline) {
-			s := u.seen
-			u.seen = nil
-			u.mu.Unlock()
-			return s
-		}
-		u.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer u.mu.Unlock()
+		return len(u.seen) >= want
+	})
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	s := u.seen
+	u.seen = nil
+	return s
 }
 
 // edgeBodyLimit is the limit both servers get: nginx client_max_body_size

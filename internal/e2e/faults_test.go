@@ -13,6 +13,7 @@ import (
 	"rlproxy/internal/testutil/faultrelay"
 	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // faultsRow is one line of the closing figures: a fault, the requests sent
@@ -150,25 +151,20 @@ func faultsClosed(t *testing.T, url string) {
 func faultsRecovers(t *testing.T, in *rlproxytest.Instance, ip string) time.Duration {
 	t.Helper()
 	c := rlproxytest.ClientFrom(ip)
-	start := time.Now()
 	decided := false
-	for {
+	took := waitfor.Within(t, 3*time.Second, "the store used again after recovery", func() bool {
 		if !decided {
 			code, _, _ := faultsGet(c, in.URL+"/closed")
 			decided = code == 200
 		}
 		if decided {
 			if _, s := opsScrape(t, in); opsValue(t, s, "rlproxy_breaker_open") == 0 {
-				break
+				return true
 			}
 			faultsGet(c, in.URL+"/open") // a probe, where no load gives them
 		}
-		if time.Since(start) > 3*time.Second {
-			t.Fatalf("store not used again 3 s after recovery (decided by it: %v)", decided)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	took := time.Since(start)
+		return false
+	})
 	a := netip.MustParseAddr(ip).As4()
 	a[2] += 100
 	fresh := rlproxytest.ClientFrom(netip.AddrFrom4(a).String())
@@ -234,9 +230,19 @@ func TestFaultValkeyKilled(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	answered := func() (n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range loadCodes {
+			n += c
+		}
+		return n
+	}
+	// Load before the kill and through it, by count, not a guessed time.
+	waitfor.True(t, "load before the kill", func() bool { return answered() >= 20 })
 	srv.Stop()
-	time.Sleep(100 * time.Millisecond)
+	after := answered() + 20
+	waitfor.True(t, "load during the outage", func() bool { return answered() >= after })
 	faultsFloor(t, in.URL, "127.0.1.2")
 	faultsClosed(t, in.URL)
 	ok2, e2 := faultsQuota(qc, in.URL, 10) // fail open: all pass

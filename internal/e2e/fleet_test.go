@@ -3,6 +3,8 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 	"rlproxy/internal/testutil/rediscluster"
 	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // fleetSpread sends n requests to path, spread round-robin over urls by
@@ -60,9 +63,10 @@ func TestFleetSharedQuota(t *testing.T) {
 	t.Parallel()
 	srv := redisserver.Start(t)
 	up := rlproxytest.NewUpstream(t)
+	release := make(chan struct{}) // closed once every concurrency request is decided
 	up.Handler = func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/cc") {
-			time.Sleep(1500 * time.Millisecond) // every concurrency request overlaps
+			<-release
 		}
 		_, _ = w.Write([]byte("ok"))
 	}
@@ -94,7 +98,19 @@ routes:
 			t.Errorf("%s: statuses %v, want exactly 10×200 and 90×429", alg, codes)
 		}
 	}
-	codes := fleetSpread(t, c, urls, "/cc", 100, 100)
+	// Every concurrency request is held at the upstream until all 100 are
+	// decided (counted by the three instances), so all overlap.
+	spread := make(chan map[int]int)
+	go func() { spread <- fleetSpread(t, c, urls, "/cc", 100, 100) }()
+	waitfor.True(t, "all 100 concurrency requests decided", func() bool {
+		n := 0.0
+		for i := range urls {
+			n += fleetDecided(t, f.AdminURL(i), "cc")
+		}
+		return n == 100
+	})
+	close(release)
+	codes := <-spread
 	if codes[200] != 10 || codes[429] != 90 || len(codes) != 2 {
 		t.Errorf("concurrency: statuses %v, want exactly 10×200 and 90×429", codes)
 	}
@@ -221,25 +237,32 @@ routes:
 			}
 		}()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for up.Count() < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, "two long requests at the upstream", func() bool { return up.Count() >= 2 })
 	if up.Count() != 2 {
 		t.Fatalf("upstream saw %d long requests, want 2", up.Count())
 	}
-	// While instance 0 lives it renews its leases: full well past one lease.
-	time.Sleep(900 * time.Millisecond)
+	// While instance 0 lives it renews its leases: once the clock is past
+	// the first expiries, only renewals keep the slots held.
+	first := fleetLeases(t, srv)
+	waitfor.True(t, "the first leases' expiry passed", func() bool { return time.Now().UnixMilli() > slices.Max(first) })
 	if resp, _ := rlproxytest.Get(t, nil, f.URL(1)+"/x"); resp.StatusCode != 429 {
-		t.Fatalf("both slots held by a live instance: status %d, want 429", resp.StatusCode)
+		t.Fatalf("both slots held by a live instance past their first expiry: status %d, want 429", resp.StatusCode)
 	}
 	f.Kill(0)
-	killed := time.Now()
-	time.Sleep(300 * time.Millisecond)
-	if resp, _ := rlproxytest.Get(t, nil, f.URL(1)+"/x"); resp.StatusCode != 429 {
-		t.Fatalf("300 ms after the kill (lease 600 ms): status %d, want 429 (slots still leased)", resp.StatusCode)
+	// A killed instance releases nothing: the slots stay leased until the
+	// expiries its last renewals wrote.
+	last := fleetLeases(t, srv)
+	if slices.Min(last) <= slices.Max(first) {
+		t.Fatalf("lease expiries %v after the kill, first ones %v: the live instance did not renew", last, first)
 	}
-	time.Sleep(time.Until(killed.Add(time.Second)))
+	resp, _ := rlproxytest.Get(t, nil, f.URL(1)+"/x")
+	if answered := time.Now().UnixMilli(); answered >= slices.Min(last) {
+		t.Fatalf("the request after the kill was answered at %d ms, not before the first lease expiry %d: too late to tell", answered, slices.Min(last))
+	}
+	if resp.StatusCode != 429 {
+		t.Fatalf("after the kill, before the leases' expiry: status %d, want 429 (slots still leased)", resp.StatusCode)
+	}
+	waitfor.True(t, "the dead instance's leases expired", func() bool { return time.Now().UnixMilli() > slices.Max(last) })
 	// Both dead slots have expired: two new long requests fit again and
 	// reach the upstream (then give up at 500 ms, releasing their slots).
 	var refused atomic.Int32
@@ -259,7 +282,55 @@ routes:
 	}
 	wg.Wait()
 	if up.Count() != 4 || refused.Load() != 0 {
-		t.Fatalf("1 s after the kill: upstream saw %d requests (want 4), %d refused (want 0): the dead instance's leases did not expire",
+		t.Fatalf("after the leases' expiry: upstream saw %d requests (want 4), %d refused (want 0): the dead instance's leases did not expire",
 			up.Count(), refused.Load())
 	}
+}
+
+// fleetDecided sums rlproxy_requests_total of route on the instance whose
+// admin listener is adminURL.
+func fleetDecided(t *testing.T, adminURL, route string) float64 {
+	resp, body := rlproxytest.Get(t, nil, adminURL+"/metrics")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s/metrics: status %d", adminURL, resp.StatusCode)
+	}
+	n := 0.0
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "rlproxy_requests_total{") && strings.Contains(line, `route="`+route+`"`) {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			n += v
+		}
+	}
+	return n
+}
+
+// fleetLeases returns the expiry times (Unix ms, the scores) of the
+// concurrency leases in srv, which must hold exactly one sorted set of
+// two leases.
+func fleetLeases(t *testing.T, srv *redisserver.Server) []int64 {
+	t.Helper()
+	keys, err := srv.Do(t, "KEYS", "*").AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp []int64
+	for _, k := range keys {
+		if typ, _ := srv.Do(t, "TYPE", k).ToString(); typ != "zset" {
+			continue
+		}
+		zs, err := srv.Do(t, "ZRANGE", k, "0", "-1", "WITHSCORES").AsZScores()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, z := range zs {
+			exp = append(exp, int64(z.Score))
+		}
+	}
+	if len(exp) != 2 {
+		t.Fatalf("leases in the store: %v (keys %v), want 2", exp, keys)
+	}
+	return exp
 }

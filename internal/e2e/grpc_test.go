@@ -24,6 +24,7 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // grpcService is a grpc-go TestService (grpc-go's interop protocol) that
@@ -298,7 +299,7 @@ routes: [ { name: r, upstream: g, policies: [one] } ]
 	}
 	// The lease is released when rlproxy's handler returns, just after
 	// the client saw the end: retry briefly.
-	e2eWaitFor(t, 20*time.Millisecond, "a stream after the first ended", func() bool {
+	waitfor.True(t, "a stream after the first ended", func() bool {
 		third, err := c.FullDuplexCall(ctx)
 		if err == nil {
 			err = echo(third, "c")

@@ -23,6 +23,7 @@ import (
 	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // logRecords decodes every line of the process log as a JSON object: a
@@ -93,7 +94,7 @@ routes: [{ name: events, upstream: app }]
 	}
 	conn.Close()
 	const msg = "client left before the response was complete"
-	e2eWaitFor(t, 20*time.Millisecond, "the client-left line", func() bool { return strings.Contains(log.String(), msg) })
+	waitfor.True(t, "the client-left line", func() bool { return strings.Contains(log.String(), msg) })
 	// ReverseProxy writes its own line, if any, on the request's goroutine
 	// before the deferred client-left line: it would be there by now.
 	recs := logRecords(t, log.String())
@@ -150,7 +151,7 @@ routes: [{ name: ws, upstream: app }]
 		t.Fatalf("after the session: %v, want EOF", err)
 	}
 	var lines []map[string]any
-	e2eWaitFor(t, 20*time.Millisecond, "the session's access log line", func() bool {
+	waitfor.True(t, "the session's access log line", func() bool {
 		lines = accessLinesIfAny(logPath)
 		return len(lines) == 1
 	})
@@ -210,14 +211,14 @@ routes: [{ name: api, upstream: app, policies: [api] }]
 	get()
 	rs.Stop()
 	const down, open = "store down: a round trip failed; each policy's on_store_error applies", "store node unreachable: circuit breaker open, its keys follow each policy's fail mode"
-	e2eWaitFor(t, 50*time.Millisecond, "the outage's WARN lines", func() bool {
+	waitfor.True(t, "the outage's WARN lines", func() bool {
 		get()
 		s := log.String()
 		return strings.Contains(s, down) && strings.Contains(s, open)
 	})
 	rs.Restart()
 	const upAgain, closed = "store up again: a round trip succeeded", "store node reachable again: circuit breaker closed"
-	e2eWaitFor(t, 50*time.Millisecond, "the recovery's WARN lines", func() bool {
+	waitfor.True(t, "the recovery's WARN lines", func() bool {
 		get()
 		s := log.String()
 		return strings.Contains(s, upAgain) && strings.Contains(s, closed)

@@ -33,6 +33,7 @@ import (
 
 	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // opsLogBuf collects the process log (one slog record per Write).
@@ -345,18 +346,18 @@ func TestOpsReloadHammer(t *testing.T) {
 		before := sent.Load()
 		opsWriteFile(t, in.ConfigPath, []byte(data), v%3 == 0)
 		want := v + 1
-		e2eWaitFor(t, 20*time.Millisecond, fmt.Sprintf("version %d to be reloaded", v), func() bool {
+		waitfor.True(t, fmt.Sprintf("version %d to be reloaded", v), func() bool {
 			s, f := opsReloads(t, in)
 			return s+f >= want
 		})
 		// Keep the reloads inside the traffic: some requests per version.
-		e2eWaitFor(t, 20*time.Millisecond, "the clients to send 16 more requests", func() bool { return sent.Load() >= before+16 })
+		waitfor.True(t, "the clients to send 16 more requests", func() bool { return sent.Load() >= before+16 })
 	}
 
 	// Identical content (the running version, saved again) is not a reload.
 	unchanged := len(logs.lines("config unchanged; not reloading"))
 	opsWriteFile(t, in.ConfigPath, []byte(lastValid), true)
-	e2eWaitFor(t, 20*time.Millisecond, "the identical rewrite to be seen", func() bool {
+	waitfor.True(t, "the identical rewrite to be seen", func() bool {
 		return len(logs.lines("config unchanged; not reloading")) > unchanged
 	})
 	stop.Store(true)
@@ -662,7 +663,7 @@ routes:
 	must(os.RemoveAll(filepath.Join(dir, "..2026_11_29_1")))
 
 	var last *http.Response
-	e2eWaitFor(t, 20*time.Millisecond, "limit 5 from the swapped ..data to apply", func() bool {
+	waitfor.True(t, "limit 5 from the swapped ..data to apply", func() bool {
 		last, _ = rlproxytest.Get(t, nil, in.URL+"/cm") // refusals are not charged
 		return last.StatusCode == 200
 	})
@@ -759,7 +760,7 @@ routes:
 	c1.CloseIdleConnections()
 
 	cert2 := opsCert(t, certFile, keyFile, 2)
-	e2eWaitFor(t, 20*time.Millisecond, "the replaced certificate to be served", func() bool {
+	waitfor.True(t, "the replaced certificate to be served", func() bool {
 		return opsServedSerial(t, addr) == 2
 	})
 	c2 := client(cert2)

@@ -3,7 +3,7 @@ package e2e
 // Overload: an upstream of fixed capacity (8 workers × 20 ms, 400 r/s)
 // behind rlproxy with adaptive_concurrency, loaded open-loop at three
 // times its capacity by three priority classes. RLPROXY_OVERLOAD_SECONDS
-// lengthens the measured run (scripts/overload.sh).
+// lengthens the measured run (bench/overload.sh).
 
 import (
 	"context"

@@ -99,13 +99,7 @@ routes: [{ name: r, upstream: app }]
 	}
 	t.Logf("round_robin over 3 processes, 3000 requests: %d %d %d", o[0].served(t), o[1].served(t), o[2].served(t))
 
-	stop := make(chan struct{})
-	load, wg := runPoolLoad(in.URL+"/anything", 50, stop)
-	time.Sleep(300 * time.Millisecond)
-	o[2].proc.Kill()
-	time.Sleep(700 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	load := poolKillUnderLoad(t, in.URL+"/anything", 500, o[2].proc.Kill)
 	t.Logf("SIGKILL of one process under 50 clients, retries 1: %d ok, %d failed, %d broken while streaming",
 		load.ok.Load(), load.failed.Load(), load.streaming.Load())
 	if load.failed.Load() != 0 {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // poolServer is one upstream server of a pool: it answers its name and
@@ -222,6 +223,25 @@ type poolLoad struct {
 	ok, failed, streaming atomic.Int64
 }
 
+// answered is how many requests of the load have been answered so far.
+func (l *poolLoad) answered() int64 { return l.ok.Load() + l.failed.Load() + l.streaming.Load() }
+
+// poolKillUnderLoad waits until the load has had n answers, runs kill, and
+// stops the load once n more were answered: traffic before and after the
+// death, by count rather than by a guessed duration.
+func poolKillUnderLoad(t *testing.T, url string, n int64, kill func()) *poolLoad {
+	t.Helper()
+	stop := make(chan struct{})
+	load, wg := runPoolLoad(url, 50, stop)
+	waitfor.True(t, "load before the kill", func() bool { return load.answered() >= n })
+	kill()
+	after := load.answered() + n
+	waitfor.True(t, "load after the kill", func() bool { return load.answered() >= after })
+	close(stop)
+	wg.Wait()
+	return load
+}
+
 func runPoolLoad(url string, clients int, stop <-chan struct{}) (*poolLoad, *sync.WaitGroup) {
 	l := &poolLoad{}
 	var wg sync.WaitGroup
@@ -261,13 +281,7 @@ func TestPoolKillServerNoRetries(t *testing.T) {
   app: { urls: [%q, %q, %q], max_fails: 3, fail_timeout: 30s, retries: 0 }
 routes: [{ name: r, upstream: app }]
 `, a.url(), b.url(), c.url()))
-	stop := make(chan struct{})
-	load, wg := runPoolLoad(in.URL+"/", 50, stop)
-	time.Sleep(300 * time.Millisecond)
-	c.kill()
-	time.Sleep(700 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	load := poolKillUnderLoad(t, in.URL+"/", 500, c.kill)
 	failed := load.failed.Load()
 	t.Logf("retries 0: %d ok, %d failed, %d broken while streaming; c served %d before dying",
 		load.ok.Load(), failed, load.streaming.Load(), c.hits.Load())
@@ -298,14 +312,7 @@ routes: [{ name: r, upstream: app }]
 		return opsValue(t, samples, "rlproxy_upstream_server_up", "upstream", "app", "server", b.addr)
 	}
 	waitUp := func(want float64, within time.Duration) time.Duration {
-		t0 := time.Now()
-		for up() != want {
-			if time.Since(t0) > within {
-				t.Fatalf("rlproxy_upstream_server_up{server=%q} not %v after %v", b.addr, want, within)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return time.Since(t0)
+		return waitfor.Within(t, within, fmt.Sprintf("rlproxy_upstream_server_up{server=%q} = %v", b.addr, want), func() bool { return up() == want })
 	}
 	waitUp(1, time.Second)
 	b.kill()

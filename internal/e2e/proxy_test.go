@@ -17,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"rlproxy/internal/testutil/fakeclock"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // corePxBurst sends n simultaneous GETs (each on its own connection, all
@@ -449,9 +451,11 @@ routes:
 }
 
 // TestLeakyDelay: leaky bucket rate 5r/s burst 3 in delay mode (nginx
-// limit_req without nodelay). Four simultaneous requests are all served,
-// 0, 200, 400 and 600 ms after arrival (±50 ms); a client that gives up
-// 100 ms into its 580 ms wait is never forwarded.
+// limit_req without nodelay). Four simultaneous requests (decided at one
+// injected instant, however the machine spreads their arrival) are all
+// served, after waits of exactly 0, 200, 400 and 600 ms (the access log's
+// decided waits; the measured times are at least those); a client that
+// gives up during its wait is never forwarded.
 func TestLeakyDelay(t *testing.T) {
 	const cfg = `
 upstreams: { app: { url: %q } }
@@ -461,39 +465,44 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
-			coreRetryTimed(t, func() (errs []string) {
-				in, up := e2eStart(t, st, cfg)
-				served := corePxTimedBurst(t, in.URL+"/a", 4)
-				if len(served) != 4 {
-					return []string{fmt.Sprintf("%d of 4 served", len(served))}
+			clk := fakeclock.New(time.Now())
+			in, up := e2eStart(t, st, e2eAccessLog+cfg, rlproxytest.WithNow(clk.Now))
+			served := corePxTimedBurst(t, in.URL+"/a", 4)
+			if len(served) != 4 {
+				t.Fatalf("%d of 4 served", len(served))
+			}
+			want := []int64{0, 200, 400, 600}
+			if got := e2eWaits(t, in, "/a", 4); !slices.Equal(got, want) {
+				t.Errorf("decided waits %v ms, want %v", got, want)
+			}
+			for i, w := range want {
+				if served[i] < time.Duration(w)*time.Millisecond {
+					t.Errorf("request %d served after %v, before its %d ms turn (all: %v)", i, served[i], w, served)
 				}
-				for i, want := range []time.Duration{0, 200, 400, 600} {
-					want *= time.Millisecond
-					if d := served[i] - want; d < -50*time.Millisecond || d > 50*time.Millisecond {
-						errs = append(errs, fmt.Sprintf("request %d served after %v, want %v ± 50ms (all: %v)", i, served[i], want, served))
-					}
-				}
-				if up.Count() != 4 {
-					errs = append(errs, fmt.Sprintf("upstream saw %d, want 4", up.Count()))
-				}
-				return errs
-			})
+			}
+			if up.Count() != 4 {
+				t.Errorf("upstream saw %d, want 4", up.Count())
+			}
 		})
 		// A client that gives up while waiting its turn is never forwarded.
-		// The proxy's waiting gauge shows the request is held when the
-		// client cancels, so no timing luck is involved.
+		// The delay histogram's count says when the request was given its
+		// wait (a count only grows: no window to miss), and at 1 r/s its
+		// 3 s wait leaves the cancellation no race.
 		t.Run(st+"/disconnect", func(t *testing.T) {
 			t.Parallel()
-			in, up := e2eStart(t, st, cfg)
-			waiting := func() float64 {
-				_, s := opsScrape(t, in)
-				return opsValue(t, s, "rlproxy_waiting_requests")
+			in, up := e2eStart(t, st, strings.Replace(cfg, "rate: 5r/s", "rate: 1r/s", 1))
+			metric := func(name string) func() float64 {
+				return func() float64 {
+					_, s := opsScrape(t, in)
+					return opsValue(t, s, name)
+				}
 			}
+			waiting, delayed := metric("rlproxy_waiting_requests"), metric("rlproxy_delay_seconds_count")
 			var wg sync.WaitGroup
-			for range 3 { // waits 0, 200, 400 ms
+			for range 3 { // waits 0, 1, 2 s
 				wg.Go(func() { rlproxytest.Get(t, nil, in.URL+"/a") })
 			}
-			e2eWaitFor(t, time.Millisecond, "two requests waiting", func() bool { return waiting() == 2 })
+			waitfor.True(t, "two requests delayed", func() bool { return delayed() == 2 })
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, in.URL+"/a", nil)
@@ -507,18 +516,19 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 				}
 				done <- err
 			}()
-			e2eWaitFor(t, time.Millisecond, "the fourth request waiting", func() bool { return waiting() == 3 })
-			time.Sleep(time.Until(sent.Add(100 * time.Millisecond))) // ~100 ms into its ~600 ms wait
-			cancel()
+			waitfor.True(t, "the fourth request delayed", func() bool { return delayed() == 3 })
+			cancel() // during its 3 s wait
 			if err := <-done; !errors.Is(err, context.Canceled) {
 				t.Fatalf("the waiting request: %v, want the client's cancellation", err)
 			}
 			wg.Wait()
-			time.Sleep(time.Until(sent.Add(900 * time.Millisecond))) // well past its turn
+			// Its wait ended with the cancellation (the gauge drops when
+			// the wait ends, before forwarding is decided): it is not
+			// forwarded at its turn either.
+			waitfor.True(t, "no request waiting", func() bool { return waiting() == 0 })
 			if up.Count() != 3 {
 				t.Errorf("upstream saw %d requests, want 3 (the abandoned one never forwarded)", up.Count())
 			}
-			e2eWaitFor(t, time.Millisecond, "no request waiting", func() bool { return waiting() == 0 })
 		})
 	}
 }
@@ -696,15 +706,18 @@ routes: [ { name: ws, upstream: app, policies: [api] } ]
 
 // TestGracefulShutdownWaiting: a request held in leaky-bucket delay when
 // App.Shutdown starts still gets its 200 (after its turn), and Shutdown
-// returns only after it was answered.
+// returns only after it was answered. Decisions are made at an injected
+// time that does not move, so the wait decided is exactly 500 ms; the wait
+// itself runs on a real timer.
 func TestGracefulShutdownWaiting(t *testing.T) {
 	t.Parallel()
 	up := rlproxytest.NewUpstream(t)
+	clk := fakeclock.New(time.Now())
 	in := rlproxytest.Start(t, fmt.Sprintf(`
 upstreams: { app: { url: %q } }
 policies: { shape: { algorithm: leaky_bucket, rate: 2r/s, burst: 1, key: ip } }
 routes: [ { name: all, upstream: app, policies: [shape] } ]
-`, up.URL))
+`, up.URL), rlproxytest.WithNow(clk.Now))
 	if resp, _ := rlproxytest.Get(t, nil, in.URL+"/a"); resp.StatusCode != 200 {
 		t.Fatalf("first request: %d", resp.StatusCode)
 	}
@@ -712,7 +725,7 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 	status := make(chan int, 1)
 	start := time.Now()
 	go func() {
-		resp, err := http.Get(in.URL + "/a") // waits ~500 ms for its turn
+		resp, err := http.Get(in.URL + "/a") // waits 500 ms for its turn
 		if err != nil {
 			t.Error(err)
 			status <- -1
@@ -722,7 +735,16 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 		answered.Store(int64(time.Since(start)))
 		status <- resp.StatusCode
 	}()
-	time.Sleep(150 * time.Millisecond)
+	waitfor.True(t, "the second request given its wait", func() bool {
+		_, s := opsScrape(t, in)
+		return opsValue(t, s, "rlproxy_delay_seconds_count") == 1
+	})
+	_, s := opsScrape(t, in)
+	if d := opsValue(t, s, "rlproxy_delay_seconds_sum"); d != 0.5 {
+		t.Errorf("wait decided: %v s, want 0.5 (one request ahead at 2 r/s)", d)
+	}
+	// Shutdown starts while the request waits; neither it nor the answer
+	// can come before the turn, and Shutdown must not need its timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := in.App.Shutdown(ctx); err != nil {
@@ -732,12 +754,11 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 	if got := <-status; got != 200 {
 		t.Fatalf("waiting request: %d, want 200", got)
 	}
-	at := time.Duration(answered.Load())
-	if at < 400*time.Millisecond || at > 800*time.Millisecond {
-		t.Errorf("waiting request answered after %v, want ~500 ms (its turn)", at)
+	if at := time.Duration(answered.Load()); at < 500*time.Millisecond {
+		t.Errorf("waiting request answered after %v, before its turn (500 ms)", at)
 	}
-	if shutdownDone < 400*time.Millisecond {
-		t.Errorf("Shutdown returned after %v, before the waiting request's turn", shutdownDone)
+	if shutdownDone < 500*time.Millisecond {
+		t.Errorf("Shutdown returned after %v, before the waiting request's turn (500 ms)", shutdownDone)
 	}
 	if up.Count() != 2 {
 		t.Errorf("upstream saw %d, want 2", up.Count())

@@ -11,12 +11,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"rlproxy/internal/testutil/fakeclock"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // shapingQueueFull is the problem type of a shaping-cap refusal.
@@ -26,34 +29,49 @@ const shapingQueueFull = "urn:rlproxy:problem:shaping-queue-full"
 // request arriving at excess X units (one request = 1000 units, draining
 // 10 units per ms) waits X/10 ms, so n simultaneous requests from idle
 // wait 0, 100, …, (n−1)·100 ms. server is the shaping caps.
-func shapingConfig(server string) string {
+//
+// On valkey the bucket runs at 1 r/s (shapingScale 10: every time × 10,
+// the same decisions): Valkey expires a bucket's state in real time, which
+// the tests' injected clock does not move, and at 10 r/s a loaded machine
+// took longer than the state's 400 ms between two decisions of one burst.
+func shapingConfig(st, server string) string {
+	rate := "10r/s"
+	if shapingScale(st) != 1 {
+		rate = "1r/s"
+	}
 	return `
 server: ` + server + `
 upstreams: { app: { url: %q } }
-policies: { shape: { algorithm: leaky_bucket, rate: 10r/s, burst: 20, key: ip } }
+policies: { shape: { algorithm: leaky_bucket, rate: ` + rate + `, burst: 20, key: ip } }
 routes: [ { name: all, upstream: app, policies: [shape] } ]
 `
 }
 
-// shapingAnswer is one response of a burst: its status, problem type ("" on
-// a 200) and the time from send to the whole body.
-type shapingAnswer struct {
-	status  int
-	typ     string
-	latency time.Duration
-	err     error
+// shapingScale is how much slower shapingConfig's bucket runs on store st.
+func shapingScale(st string) time.Duration {
+	if st == "valkey" {
+		return 10
+	}
+	return 1
 }
 
-// shapingGet sends one GET on c and times it.
+// shapingAnswer is one response of a burst: its status and problem type
+// ("" on a 200).
+type shapingAnswer struct {
+	status int
+	typ    string
+	err    error
+}
+
+// shapingGet sends one GET on c.
 func shapingGet(c *http.Client, url string) shapingAnswer {
-	start := time.Now()
 	resp, err := c.Get(url)
 	if err != nil {
 		return shapingAnswer{err: err}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	a := shapingAnswer{status: resp.StatusCode, latency: time.Since(start), err: err}
+	a := shapingAnswer{status: resp.StatusCode, err: err}
 	if resp.StatusCode != http.StatusOK {
 		var p struct {
 			Type string `json:"type"`
@@ -67,9 +85,9 @@ func shapingGet(c *http.Client, url string) shapingAnswer {
 }
 
 // shapingBurst sends n simultaneous GETs over fresh connections (one
-// client IP) and returns the time they were released and a channel that
-// receives each answer as it arrives (buffered: n answers).
-func shapingBurst(t *testing.T, url string, n int) (time.Time, <-chan shapingAnswer) {
+// client IP) and returns a channel that receives each answer as it arrives
+// (buffered: n answers).
+func shapingBurst(t *testing.T, url string, n int) <-chan shapingAnswer {
 	t.Helper()
 	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}, Timeout: 10 * time.Second}
 	t.Cleanup(c.CloseIdleConnections)
@@ -85,9 +103,8 @@ func shapingBurst(t *testing.T, url string, n int) (time.Time, <-chan shapingAns
 		}()
 	}
 	ready.Wait()
-	t0 := time.Now()
 	close(start)
-	return t0, ch
+	return ch
 }
 
 // shapingNext receives the next burst answer, failing after 10 s.
@@ -103,14 +120,6 @@ func shapingNext(t *testing.T, ch <-chan shapingAnswer) shapingAnswer {
 		t.Fatal("burst request unanswered after 10 s")
 	}
 	return shapingAnswer{}
-}
-
-// shapingNear reports a problem when got is not want ± 50 ms.
-func shapingNear(what string, got, want time.Duration) []string {
-	if d := got - want; d < -50*time.Millisecond || d > 50*time.Millisecond {
-		return []string{fmt.Sprintf("%s: %v, want %v ± 50ms", what, got.Round(time.Millisecond), want.Round(time.Millisecond))}
-	}
-	return nil
 }
 
 // shapingMetrics checks the shaping refusals counter and the policy's
@@ -129,131 +138,120 @@ func shapingMetrics(t *testing.T, in *rlproxytest.Instance, cap string, refusals
 	return errs
 }
 
-// TestShapingMaxWaitingRefunds: max_waiting 3. Ten simultaneous requests
-// are all accepted by the bucket (excess up to 9000 of 20000 units): one
-// is served at once, three wait, six are refused as shaping-queue-full —
-// and refunded, so the bucket holds the four accepted only: excess
-// −1000 + 4·1000 = 3000 units at the burst, draining 10 per ms. A request
-// sent at tp (after the refusals and the first waiting request came back,
-// so a waiting slot is free) therefore waits (3000 + 1000)/10 − (tp − t0)
-// = 400 ms − (tp − t0); without the refunds it would wait 1000 ms − (tp −
-// t0), 600 ms more.
+// TestShapingMaxWaitingRefunds: max_waiting 3. Ten simultaneous requests,
+// decided at one injected instant t0, are all accepted by the bucket
+// (excess up to 9000 of 20000 units): one is served at once, three wait
+// 100, 200 and 300 ms, six are refused as shaping-queue-full — and
+// refunded, so the bucket holds the four accepted only: excess −1000 +
+// 4·1000 = 3000 units at the burst, draining 10 per ms. Once the first
+// waiting request is back (a waiting slot is free), a probe decided at t0
+// + 100 ms therefore waits (3000 + 1000)/10 − 100 = 300 ms; without the
+// refunds it would wait 900 ms.
 func TestShapingMaxWaitingRefunds(t *testing.T) {
 	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
-			coreRetryTimed(t, func() (errs []string) {
-				in, up := e2eStart(t, st, shapingConfig("{ max_waiting: 3 }"))
-				t0, ch := shapingBurst(t, in.URL+"/a", 10)
-				var atOnce, waited, refused, other int
-				var firstWait time.Duration
-				for range 10 {
-					a := shapingNext(t, ch)
-					switch {
-					case a.status == http.StatusTooManyRequests && a.typ == shapingQueueFull:
-						refused++
-						continue
-					case a.status != http.StatusOK:
-						other++
-						errs = append(errs, fmt.Sprintf("burst answer %d %q", a.status, a.typ))
-						continue
-					case a.latency < 50*time.Millisecond:
-						atOnce++
-						continue
-					}
-					waited++
-					if waited > 1 || refused != 6 {
-						continue
-					}
-					// The first waiting request is back: probe now.
-					firstWait = a.latency
-					tp := time.Now()
-					p := shapingGet(http.DefaultClient, in.URL+"/a")
-					if p.err != nil || p.status != http.StatusOK {
-						errs = append(errs, fmt.Sprintf("probe: %d %q %v, want 200 after a wait", p.status, p.typ, p.err))
-						continue
-					}
-					t.Logf("probe sent %v after the burst (first waiting request served after %v): waited %v, expected %v",
-						tp.Sub(t0).Round(time.Millisecond), firstWait.Round(time.Millisecond),
-						p.latency.Round(time.Millisecond), (400*time.Millisecond - tp.Sub(t0)).Round(time.Millisecond))
-					errs = append(errs, shapingNear(fmt.Sprintf("probe sent %v after the burst (first waiting request served after %v): wait",
-						tp.Sub(t0).Round(time.Millisecond), firstWait.Round(time.Millisecond)),
-						p.latency, 400*time.Millisecond-tp.Sub(t0))...)
+			clk := fakeclock.New(time.Now())
+			x := shapingScale(st)
+			in, up := e2eStart(t, st, e2eAccessLog+shapingConfig(st, "{ max_waiting: 3 }"), rlproxytest.WithNow(clk.Now))
+			ch := shapingBurst(t, in.URL+"/a", 10)
+			var ok, refused int
+			probed := false
+			for range 10 {
+				a := shapingNext(t, ch)
+				switch {
+				case a.status == http.StatusTooManyRequests && a.typ == shapingQueueFull:
+					refused++
+				case a.status == http.StatusOK:
+					ok++
+				default:
+					t.Errorf("burst answer %d %q", a.status, a.typ)
 				}
-				if atOnce != 1 || waited != 3 || refused != 6 || other != 0 {
-					errs = append(errs, fmt.Sprintf("burst of 10: %d at once, %d after a wait, %d shaping refusals, %d other; want 1, 3, 6, 0",
-						atOnce, waited, refused, other))
+				// Every refusal is back and at least the first waiting
+				// request (so at most two wait and a slot is free): probe.
+				if probed || ok < 2 || refused != 6 {
+					continue
 				}
-				if firstWait == 0 {
-					errs = append(errs, "no probe sent")
+				probed = true
+				clk.Advance(100 * time.Millisecond * x)
+				if p := shapingGet(http.DefaultClient, in.URL+"/probe"); p.err != nil || p.status != http.StatusOK {
+					t.Errorf("probe: %d %q %v, want 200 after a wait", p.status, p.typ, p.err)
 				}
-				if up.Count() != 5 {
-					errs = append(errs, fmt.Sprintf("upstream saw %d requests, want 5 (4 of the burst + the probe)", up.Count()))
-				}
-				return append(errs, shapingMetrics(t, in, "max_waiting", 6, 1, 10)...)
-			})
+			}
+			if ok != 4 || refused != 6 {
+				t.Errorf("burst of 10: %d served, %d shaping refusals; want 4 and 6", ok, refused)
+			}
+			if !probed {
+				t.Error("no probe sent")
+			}
+			// The burst's own waits depend on how its decisions and refunds
+			// interleave; the probe's comes after all of them.
+			if got, want := e2eWaits(t, in, "/probe", 11), []int64{int64(300 * x)}; !slices.Equal(got, want) {
+				t.Errorf("the probe's decided wait %v ms, want %v (refunds applied)", got, want)
+			}
+			if up.Count() != 5 {
+				t.Errorf("upstream saw %d requests, want 5 (4 of the burst + the probe)", up.Count())
+			}
+			for _, e := range shapingMetrics(t, in, "max_waiting", 6, 1, 10) {
+				t.Error(e)
+			}
 		})
 	}
 }
 
-// TestShapingMaxWaitRefunds: max_wait 250ms. Of ten simultaneous
-// requests, those waiting 0, 100 and 200 ms are served; every other one
-// would wait ≥ 300 ms and is refused as shaping-queue-full and refunded
-// (even interleaved with the others' decisions, the three served keep the
-// excess at ≥ 2000 units, so the fourth-served wait would be ≥ 300 ms).
-// The bucket then holds 2000 units at the burst: a request sent at tp =
-// t0 + 150 ms waits (2000 + 1000)/10 − 150 = 150 ms, within max_wait;
-// without the refunds it would have to wait 850 ms and be refused too.
+// TestShapingMaxWaitRefunds: max_wait 250ms. Of ten simultaneous requests
+// decided at one injected instant t0, those waiting 0, 100 and 200 ms are
+// served; every other one would wait ≥ 300 ms and is refused as
+// shaping-queue-full and refunded. The bucket then holds 2000 units at the
+// burst: a request decided at t0 + 150 ms waits (2000 + 1000)/10 − 150 =
+// 150 ms, within max_wait; without the refunds it would have to wait 850
+// ms and be refused too.
 func TestShapingMaxWaitRefunds(t *testing.T) {
 	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
-			coreRetryTimed(t, func() (errs []string) {
-				in, up := e2eStart(t, st, shapingConfig("{ max_wait: 250ms }"))
-				t0, ch := shapingBurst(t, in.URL+"/a", 10)
-				var served []time.Duration
-				refused := 0
-				probed := false
-				for range 10 {
-					a := shapingNext(t, ch)
-					switch {
-					case a.status == http.StatusTooManyRequests && a.typ == shapingQueueFull:
-						refused++
-					case a.status == http.StatusOK:
-						served = append(served, a.latency)
-					default:
-						errs = append(errs, fmt.Sprintf("burst answer %d %q", a.status, a.typ))
-					}
-					if probed || refused != 7 || len(served) != 2 {
-						continue
-					}
-					// Every refusal is back (refunded), the 200 ms request
-					// still waits: probe at t0 + 150 ms.
-					probed = true
-					time.Sleep(time.Until(t0.Add(150 * time.Millisecond)))
-					tp := time.Now()
-					p := shapingGet(http.DefaultClient, in.URL+"/a")
-					if p.err != nil || p.status != http.StatusOK {
-						errs = append(errs, fmt.Sprintf("probe at +%v: %d %q %v, want 200 after a wait (the refused requests' water would make it 850 ms, beyond max_wait)",
-							tp.Sub(t0).Round(time.Millisecond), p.status, p.typ, p.err))
-						continue
-					}
-					t.Logf("probe sent %v after the burst: waited %v, expected %v", tp.Sub(t0).Round(time.Millisecond),
-						p.latency.Round(time.Millisecond), (300*time.Millisecond - tp.Sub(t0)).Round(time.Millisecond))
-					errs = append(errs, shapingNear(fmt.Sprintf("probe sent %v after the burst: wait", tp.Sub(t0).Round(time.Millisecond)),
-						p.latency, 300*time.Millisecond-tp.Sub(t0))...)
+			clk := fakeclock.New(time.Now())
+			x := shapingScale(st)
+			in, up := e2eStart(t, st, e2eAccessLog+shapingConfig(st, fmt.Sprintf("{ max_wait: %v }", 250*time.Millisecond*x)), rlproxytest.WithNow(clk.Now))
+			ch := shapingBurst(t, in.URL+"/a", 10)
+			var ok, refused int
+			probed := false
+			for range 10 {
+				a := shapingNext(t, ch)
+				switch {
+				case a.status == http.StatusTooManyRequests && a.typ == shapingQueueFull:
+					refused++
+				case a.status == http.StatusOK:
+					ok++
+				default:
+					t.Errorf("burst answer %d %q", a.status, a.typ)
 				}
-				if len(served) != 3 || refused != 7 {
-					errs = append(errs, fmt.Sprintf("burst of 10: %d served %v, %d shaping refusals; want 3 and 7", len(served), served, refused))
+				if probed || refused != 7 {
+					continue
 				}
-				if !probed {
-					errs = append(errs, "no probe sent")
+				// Every refusal is back (refunded): probe at t0 + 150 ms.
+				probed = true
+				clk.Advance(150 * time.Millisecond * x)
+				if p := shapingGet(http.DefaultClient, in.URL+"/probe"); p.err != nil || p.status != http.StatusOK {
+					t.Errorf("probe at t0 + 150 ms: %d %q %v, want 200 after a wait (the refused requests' water would make it 850 ms, beyond max_wait)",
+						p.status, p.typ, p.err)
 				}
-				if up.Count() != 4 {
-					errs = append(errs, fmt.Sprintf("upstream saw %d requests, want 4 (3 of the burst + the probe)", up.Count()))
-				}
-				return append(errs, shapingMetrics(t, in, "max_wait", 7, 1, 10)...)
-			})
+			}
+			if ok != 3 || refused != 7 {
+				t.Errorf("burst of 10: %d served, %d shaping refusals; want 3 and 7", ok, refused)
+			}
+			if !probed {
+				t.Error("no probe sent")
+			}
+			if got, want := e2eWaits(t, in, "/probe", 11), []int64{int64(150 * x)}; !slices.Equal(got, want) {
+				t.Errorf("the probe's decided wait %v ms, want %v (refunds applied)", got, want)
+			}
+			if up.Count() != 4 {
+				t.Errorf("upstream saw %d requests, want 4 (3 of the burst + the probe)", up.Count())
+			}
+			for _, e := range shapingMetrics(t, in, "max_wait", 7, 1, 10) {
+				t.Error(e)
+			}
 		})
 	}
 }
@@ -261,21 +259,29 @@ func TestShapingMaxWaitRefunds(t *testing.T) {
 // TestShapingRefusalHeaders: the quota headers of a shaping-cap refusal
 // describe the bucket after its refund. Leaky bucket 1 r/s, burst 20
 // (one request = 1000 units, draining 1 per ms), max_wait 1.5 s: two
-// simultaneous requests leave excess 1000; a third ~50 ms later would wait
-// ~1.95 s and is refused. Refunded, the bucket is at excess ~950: r = 19,
-// t = 2 s (counting the refused request it would read r=18;t=3).
+// simultaneous requests leave excess 1000; a third decided 50 ms later (an
+// injected clock) would wait 1.95 s and is refused. Refunded, the bucket is
+// at excess 950: r = 19, t = 2 s (counting the refused request it would
+// read r=18;t=3).
 func TestShapingRefusalHeaders(t *testing.T) {
 	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
+			clk := fakeclock.New(time.Now())
 			in, _ := e2eStart(t, st, `
 server: { max_wait: 1500ms }
 upstreams: { app: { url: %q } }
 policies: { shape: { algorithm: leaky_bucket, rate: 1r/s, burst: 20, key: ip } }
 routes: [ { name: all, upstream: app, policies: [shape] } ]
-`)
-			_, ch := shapingBurst(t, in.URL+"/a", 2)
-			time.Sleep(50 * time.Millisecond)
+`, rlproxytest.WithNow(clk.Now))
+			ch := shapingBurst(t, in.URL+"/a", 2)
+			// Both decided: one served, one given its 1 s wait (the delay
+			// histogram's count only grows: no window to miss).
+			waitfor.True(t, "the burst decided", func() bool {
+				_, s := opsScrape(t, in)
+				return opsValue(t, s, "rlproxy_delay_seconds_count") == 1
+			})
+			clk.Advance(50 * time.Millisecond)
 			resp, body := rlproxytest.Get(t, nil, in.URL+"/a")
 			if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, shapingQueueFull) {
 				t.Fatalf("third request: %d %s, want a shaping-queue-full refusal", resp.StatusCode, body)
@@ -284,7 +290,7 @@ routes: [ { name: all, upstream: app, policies: [shape] } ]
 				t.Errorf("refusal RateLimit = %q, want %q (the refunded bucket)", got, `"shape";r=19;t=2`)
 			}
 			if got := resp.Header.Get("Retry-After"); got != "2" {
-				t.Errorf("refusal Retry-After = %q, want 2 (its wait, ~1.95 s, rounded up)", got)
+				t.Errorf("refusal Retry-After = %q, want 2 (its wait, 1.95 s, rounded up)", got)
 			}
 			for range 2 {
 				if a := shapingNext(t, ch); a.status != http.StatusOK {

@@ -13,6 +13,7 @@ import (
 
 	"rlproxy/internal/testutil/fleet"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // shutdownGet sends GET url through c and returns its status (0 on a
@@ -33,15 +34,16 @@ func shutdownGet(c *http.Client, url string) (int, bool, error) {
 // then SIGHUP and a second SIGTERM while it drains (shutdown_delay 1 s):
 // /readyz is 503 from the first signal; requests on new connections during
 // the delay succeed (asked to close their connection); the listener closes
-// after the delay; 20 in-flight requests (a 2 s upstream) and 15 waiting in
-// a leaky bucket all succeed; the late signals are logged and ignored, and
-// the process exits 0.
+// after the delay, not before; 20 in-flight requests (held at the upstream
+// until the listener is closed) and 15 waiting in a leaky bucket all
+// succeed; the late signals are logged and ignored, and the process exits 0.
 func TestShutdownSequence(t *testing.T) {
 	t.Parallel()
 	up := rlproxytest.NewUpstream(t)
+	release := make(chan struct{})
 	up.Handler = func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
-			time.Sleep(2 * time.Second)
+			<-release
 		}
 		_, _ = io.WriteString(w, "ok")
 	}
@@ -68,29 +70,28 @@ routes:
 	}
 	launch("/slow", 20)
 	launch("/shaped", 15) // waits of 0 to 1.4 s
-	e2eWaitFor(t, 10*time.Millisecond, "20 requests at the upstream", func() bool { return up.Count() >= 20 })
+	waitfor.True(t, "20 requests at the upstream", func() bool { return up.Count() >= 20 })
 
+	sent := time.Now() // before the signal: the delay cannot end before sent + 1 s
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	sent := time.Now()
 	ready := &http.Client{Timeout: time.Second}
-	e2eWaitFor(t, 5*time.Millisecond, "/readyz 503 after SIGTERM", func() bool {
+	waitfor.True(t, "/readyz 503 after SIGTERM", func() bool {
 		code, _, _ := shutdownGet(ready, p.AdminURL+"/readyz")
 		return code == http.StatusServiceUnavailable
 	})
 	if d := time.Since(sent); d > 300*time.Millisecond {
 		t.Errorf("/readyz turned 503 %v after SIGTERM, want at once", d)
 	}
-	time.Sleep(100*time.Millisecond - time.Since(sent))
+	// The first SIGTERM was handled (/readyz says so): the later signals
+	// arrive during the drain.
 	_ = p.Signal(syscall.SIGHUP)
-	time.Sleep(200*time.Millisecond - time.Since(sent))
 	_ = p.Signal(syscall.SIGTERM)
 
-	// During the delay (300–700 ms after SIGTERM, ≥ 300 ms from its end):
-	// new connections are served, each asked to close.
+	// During the delay (until 700 ms after SIGTERM, ≥ 300 ms from its
+	// end): new connections are served, each asked to close.
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	time.Sleep(300*time.Millisecond - time.Since(sent))
 	n := 0
 	for ; time.Since(sent) < 700*time.Millisecond; n++ {
 		code, closed, err := shutdownGet(fresh, p.URL+"/during")
@@ -100,18 +101,27 @@ routes:
 		if code, _, _ := shutdownGet(ready, p.AdminURL+"/readyz"); code != http.StatusServiceUnavailable {
 			t.Errorf("/readyz %d during the delay, want 503", code)
 		}
-		time.Sleep(40 * time.Millisecond)
 	}
 	if n == 0 {
 		t.Error("no request sent during the delay")
 	}
-	// After the delay (1 s) the listener is closed: connections are refused.
-	time.Sleep(1300*time.Millisecond - time.Since(sent))
+	// At the end of the delay (1 s) the listener closes: connections are
+	// refused from then on, and never before the delay has run.
 	addr := strings.TrimPrefix(p.URL, "http://")
-	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-		c.Close()
-		t.Errorf("%v after SIGTERM (shutdown_delay 1s): connection accepted, want refused", time.Since(sent).Round(time.Millisecond))
+	var refusedAt time.Duration
+	waitfor.True(t, "the listener closed after shutdown_delay", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return false
+		}
+		refusedAt = time.Since(sent)
+		return true
+	})
+	if refusedAt < time.Second {
+		t.Errorf("connection refused %v after SIGTERM, want the listener open for shutdown_delay (1s)", refusedAt.Round(time.Millisecond))
 	}
+	close(release)
 
 	wg.Wait()
 	close(results)

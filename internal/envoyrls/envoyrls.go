@@ -93,10 +93,14 @@ type call struct {
 	buf    []byte
 }
 
-// New returns a Service counting into m (nil: no metrics) and logging
-// refusals to log (sampled at log.refusals_per_second); opts tune its gRPC
-// server (package server counts each call as a use of its configuration).
+// New returns a Service counting into m (nil: metrics.Discard()) and
+// logging refusals to log (sampled at log.refusals_per_second); opts tune
+// its gRPC server (package server counts each call as a use of its
+// configuration).
 func New(m *metrics.Metrics, log *slog.Logger, opts ...grpc.ServerOption) *Service {
+	if m == nil {
+		m = metrics.Discard()
+	}
 	s := &Service{metrics: m, log: log, grpc: grpc.NewServer(opts...), health: health.NewServer(), clients: clientkey.NewDisplay()}
 	s.calls.New = func() any { return new(call) }
 	rlsv3.RegisterRateLimitServiceServer(s.grpc, s)
@@ -225,9 +229,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	res := &c.res
 	start := time.Now()
 	rt.lim.DecideKeyed(ctx, c.keyed, res)
-	if s.metrics != nil {
-		s.metrics.ObserveDecision(time.Since(start))
-	}
+	s.metrics.ObserveDecision(time.Since(start))
 	switch res.Outcome {
 	case policy.Unavailable:
 		return nil, status.Error(codes.Unavailable, "the rate limiter cannot decide right now and a policy fails closed")
@@ -252,9 +254,7 @@ func (s *Service) wait(ctx context.Context, rt *runtime, c *call) bool {
 	d := time.Duration(res.Wait) * time.Millisecond
 	if d > rt.cfg.Server.MaxWait {
 		rt.lim.Refund(res)
-		if s.metrics != nil {
-			s.metrics.ShapingRefusal(c.routes[0], metrics.CapMaxWait)
-		}
+		s.metrics.ShapingRefusal(c.routes[0], metrics.CapMaxWait)
 		res.RetryAfter = res.Wait
 		res.Outcome = policy.Refuse
 		return false

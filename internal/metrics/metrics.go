@@ -67,6 +67,11 @@ type Metrics struct {
 	badRequests       *prometheus.CounterVec // badrequest.go
 }
 
+// Discard returns a Metrics registered on a registry of its own that
+// nothing scrapes: what a component counts into when its caller has no
+// registry (metrics off, a unit test), so that no call site checks for nil.
+func Discard() *Metrics { return New(prometheus.NewRegistry(), "") }
+
 // New builds the collectors and registers them, with the Go runtime and
 // process collectors, on reg, which also serves them through Handler. version
 // is reported by rlproxy_build_info. It panics if reg already holds

@@ -4,7 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Fallback mode label values of rlproxy_store_fallback_decisions_total:
 // how a policy decided without the store (docs/CONTRACT.md, "Extensions
-// named by the second round of issues").
+// of the second round").
 const (
 	FallbackOpen   = "open"   // on_store_error allow, no floor: passed unlimited
 	FallbackFloor  = "floor"  // on_store_error allow with a fallback: the per-instance floor decided
@@ -48,12 +48,8 @@ func FallbackMode(closed, floor bool) string {
 }
 
 // StoreFallback counts one decision of policy made without the store, in
-// mode (FallbackMode). A nil Metrics counts nothing. It looks the series
-// up by label: it runs only while the store fails.
+// mode (FallbackMode). It looks the series up by label: it runs only while the store fails.
 func (m *Metrics) StoreFallback(policy, mode string) {
-	if m == nil {
-		return
-	}
 	m.store.fallback.WithLabelValues(policy, mode).Inc()
 }
 

@@ -30,6 +30,9 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 		now:       opts.Now,
 		log:       opts.Log,
 	}
+	if l.metrics == nil {
+		l.metrics = metrics.Discard()
+	}
 	if l.injected = l.now != nil; !l.injected {
 		l.now = time.Now
 	}
@@ -145,9 +148,6 @@ func (l *Limiter) compilePlans(cp *config.Plans, cfg *config.Config) (*PlanSet, 
 }
 
 func (l *Limiter) countersFor(route, pol string) *metrics.PolicyCounters {
-	if l.metrics == nil {
-		return nil
-	}
 	k := route + "\x00" + pol
 	c, ok := l.counters[k]
 	if !ok {
@@ -197,27 +197,17 @@ func (p *Policy) WindowAt(now int64) int64 {
 	return CeilSeconds(p.Limit.WindowMillisAt(now))
 }
 
-// kindCode is the key's algorithm code. A calendar window's adds "c" and
-// its unit (fcm: fixed window per calendar month), and its state is keyed
+// kindCode is the key's algorithm code (algo.Algorithm.Code). A calendar
+// window's adds "c" and its unit (fcm: fixed window per calendar month),
+// and its state is keyed
 // by the period's start instant: switching window and calendar, the unit
 // or the zone on reload never reads another period's count.
 func kindCode(l *algo.Limit) string {
 	if l.Calendar != nil {
 		return kindCode(&algo.Limit{Kind: l.Kind})[:1] + "c" + l.Calendar.Unit.String()[:1]
 	}
-	switch l.Kind {
-	case algo.FixedWindow:
-		return "fw"
-	case algo.SlidingLog:
-		return "sl"
-	case algo.SlidingWindow:
-		return "sw"
-	case algo.TokenBucket:
-		return "tb"
-	case algo.LeakyBucket:
-		return "lb"
-	case algo.Concurrency:
-		return "cc"
+	if a := algo.Describe(l.Kind); a != nil {
+		return a.Code
 	}
 	return "x"
 }

@@ -192,7 +192,7 @@ func (l *Limiter) decideAt() int64 {
 // store itself (rlproxy_store_errors_total, through
 // valkey.Options.OnRoundTrip: a batch is one round trip).
 func (l *Limiter) observeStore(ctx context.Context, start time.Time, err error) {
-	if l.metrics == nil || errors.Is(err, guard.ErrOpen) || (errors.Is(err, context.Canceled) && ctx.Err() != nil) {
+	if errors.Is(err, guard.ErrOpen) || (errors.Is(err, context.Canceled) && ctx.Err() != nil) {
 		return
 	}
 	l.metrics.ObserveStore(l.now().Sub(start))
@@ -252,7 +252,7 @@ func (l *Limiter) finish(res *Result) {
 	}
 	res.pickBinding()
 	for i := range res.Items {
-		if it := &res.Items[i]; it.stage != noStage && it.counters != nil {
+		if it := &res.Items[i]; it.stage != noStage {
 			count(it.counters, it.Status)
 		}
 	}

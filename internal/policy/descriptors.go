@@ -22,7 +22,7 @@ type Keyed struct {
 }
 
 // Counters returns the metrics of policy on an envoy_rls mapping named
-// route (registered by New), or nil without metrics.
+// route (registered by New).
 func (l *Limiter) Counters(route, policy string) *metrics.PolicyCounters {
 	return l.counters[route+"\x00"+policy]
 }

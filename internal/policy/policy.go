@@ -33,8 +33,8 @@ import (
 )
 
 // Status is what happened to one policy on one request; its String is the
-// `decision` label of rlproxy_requests_total (docs/CONTRACT.md, "Metrics
-// contract").
+// `decision` label of rlproxy_requests_total (docs/CONTRACT.md,
+// "Metrics").
 type Status uint8
 
 // Statuses, in the metrics contract's words.
@@ -169,7 +169,7 @@ type Options struct {
 	// Store decides requests; Floor (a memory store) holds fallback limits
 	// used while failing open. Neither is closed by the Limiter.
 	Store, Floor store.Store
-	// Metrics receives per-policy decisions; nil disables counting.
+	// Metrics receives per-policy decisions; nil: metrics.Discard().
 	Metrics *metrics.Metrics
 	// LeasePrefix makes concurrency lease ids unique across instances.
 	LeasePrefix string

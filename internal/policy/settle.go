@@ -173,9 +173,7 @@ func (l *Limiter) cleanupFailed(ctx context.Context, op string, err error) {
 	if err == nil || ctx.Err() != nil {
 		return
 	}
-	if l.metrics != nil {
-		l.metrics.CleanupError(op)
-	}
+	l.metrics.CleanupError(op)
 	if l.log != nil {
 		l.log.Debug("store cleanup failed", "op", op, "err", err)
 	}

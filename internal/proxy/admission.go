@@ -91,9 +91,7 @@ func (a *admission) decide(ctx context.Context, v *reqview.View, ip netip.Addr) 
 	a.res = s.results.Get().(*policy.Result)
 	start := time.Now()
 	_ = a.rt.Limiter.Decide(ctx, a.route, v, ip, a.res)
-	if s.metrics != nil {
-		s.metrics.ObserveDecision(time.Since(start))
-	}
+	s.metrics.ObserveDecision(time.Since(start))
 	s.live.Observe(a.route, a.res)
 	switch a.res.Outcome {
 	case policy.Unavailable:
@@ -144,13 +142,11 @@ func (a *admission) wait(ctx context.Context) waitEnd {
 		s.waiting.Add(-1)
 		a.refund()
 		a.decision = decisionRejected
-		if s.metrics != nil {
-			which := metrics.CapMaxWaiting
-			if d > srv.MaxWait {
-				which = metrics.CapMaxWait
-			}
-			s.metrics.ShapingRefusal(a.route.Name, which)
+		which := metrics.CapMaxWaiting
+		if d > srv.MaxWait {
+			which = metrics.CapMaxWait
 		}
+		s.metrics.ShapingRefusal(a.route.Name, which)
 		return capped
 	}
 	defer s.waiting.Add(-1)
@@ -263,7 +259,7 @@ func (a *admission) settle(resp response) {
 	st := policy.Settlement{Status: resp.finalStatus()}
 	if name := a.route.CostResponseHeader; name != "" {
 		st.Cost, st.HasCost = resp.cost(name)
-		if !st.HasCost && a.s.metrics != nil && upstreamAnswered(st.Status) {
+		if !st.HasCost && upstreamAnswered(st.Status) {
 			a.s.metrics.CostHeaderInvalid(a.route.Name)
 		}
 	}
@@ -271,15 +267,13 @@ func (a *admission) settle(resp response) {
 }
 
 // Hold waits d, a leaky-bucket turn the policies granted, counted in m's
-// delay histogram and waiting gauge (m may be nil). It returns true when
+// delay histogram and waiting gauge. It returns true when
 // the wait is over, false when ctx ended first (the caller went away: the
 // request is not forwarded, and stays charged, as with nginx).
 func Hold(ctx context.Context, d time.Duration, m *metrics.Metrics) bool {
-	if m != nil {
-		m.ObserveDelay(d)
-		m.AddWaiting(1)
-		defer m.AddWaiting(-1)
-	}
+	m.ObserveDelay(d)
+	m.AddWaiting(1)
+	defer m.AddWaiting(-1)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

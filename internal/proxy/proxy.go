@@ -36,7 +36,7 @@ type Runtime struct {
 	realIP    *realip.Resolver
 	upstreams map[string]*upstream // by route name
 	quota     *quotaEndpoint
-	noRoute   *metrics.RouteTraffic     // route "-"; nil without metrics
+	noRoute   *metrics.RouteTraffic     // route "-"
 	redact    []string                  // query keys the access log never shows
 	gates     map[string]*adaptive.Gate // by upstream name: those with adaptive_concurrency
 }
@@ -58,25 +58,25 @@ type Server struct {
 	// clients shows client ids in the refusal log as the admin page does.
 	clients *clientkey.Display
 	writers sync.Pool // *finalWriter
-	// badRequests counts Refuse's answers by reason; nil entries without metrics.
+	// badRequests counts Refuse's answers by reason (OK's entry unused).
 	badRequests [reqview.NumReasons]prometheus.Counter
 }
 
-// New returns a Server serving rt.
+// New returns a Server serving rt and counting into m (nil:
+// metrics.Discard()).
 func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
+	if m == nil {
+		m = metrics.Discard()
+	}
 	s := &Server{metrics: m, log: log, clients: clientkey.NewDisplay()}
 	s.results.New = func() any { return new(policy.Result) }
 	s.records.New = func() any { return new(record) }
 	s.writers.New = func() any { return new(finalWriter) }
-	if m != nil {
-		for r := reqview.OK + 1; r < reqview.NumReasons; r++ {
-			s.badRequests[r] = m.BadRequests(r.String())
-		}
+	for r := reqview.OK + 1; r < reqview.NumReasons; r++ {
+		s.badRequests[r] = m.BadRequests(r.String())
 	}
 	s.Swap(rt)
-	if m != nil {
-		m.SetAdaptive(func() []adaptive.State { return s.rt.Load().Overload(time.Now()) })
-	}
+	m.SetAdaptive(func() []adaptive.State { return s.rt.Load().Overload(time.Now()) })
 	return s
 }
 
@@ -89,9 +89,7 @@ func (s *Server) ClientDisplay() *clientkey.Display { return s.clients }
 // close once in-flight requests are done).
 func (s *Server) Swap(rt *Runtime) *Runtime {
 	prev := s.rt.Swap(rt)
-	if s.metrics != nil {
-		s.metrics.SetWaitingLimit(rt.Config.Server.MaxWaiting)
-	}
+	s.metrics.SetWaitingLimit(rt.Config.Server.MaxWaiting)
 	// A new sampler only when the rate changed: an unchanged one keeps its
 	// second's budget and its count of suppressed lines across reloads.
 	if prev == nil || s.refusal.Load() == nil || prev.Config.Log.RefusalsPerSecond != rt.Config.Log.RefusalsPerSecond {

@@ -25,7 +25,7 @@ type record struct {
 
 	start   time.Time
 	route   string                // "" = no route matched
-	traffic *metrics.RouteTraffic // the route's series; nil without metrics
+	traffic *metrics.RouteTraffic // the route's series
 	// adm is the request's admission (admission.go), with the access
 	// log's verdict.
 	adm admission
@@ -144,7 +144,5 @@ func (rc *record) finish(rt *Runtime, now time.Time) {
 	if rc.route == "" {
 		t = rt.noRoute
 	}
-	if t != nil {
-		t.Observe(rc.status, now.Sub(rc.start))
-	}
+	t.Observe(rc.status, now.Sub(rc.start))
 }

@@ -47,10 +47,11 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 	if err != nil {
 		return nil, fmt.Errorf("building real_ip: %w", err)
 	}
-	rt := &Runtime{Config: cfg, Limiter: limiter, realIP: ri, upstreams: map[string]*upstream{}, redact: accesslog.QueryKeys(cfg)}
-	if m != nil {
-		rt.noRoute = m.Route(config.ReservedRouteName)
+	if m == nil {
+		m = metrics.Discard()
 	}
+	rt := &Runtime{Config: cfg, Limiter: limiter, realIP: ri, upstreams: map[string]*upstream{}, redact: accesslog.QueryKeys(cfg)}
+	rt.noRoute = m.Route(config.ReservedRouteName)
 	if cfg.QuotaEndpoint.Path != "" {
 		rt.quota = newQuotaEndpoint(cfg)
 	}
@@ -82,9 +83,7 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		if cr := routeConfig(cfg, route.Name); cr != nil {
 			up.maxBody, up.rate, up.rateAfter = cr.MaxBodySize, cr.LimitRate, cr.LimitRateAfter
 		}
-		if m != nil {
-			up.traffic = m.Route(route.Name)
-		}
+		up.traffic = m.Route(route.Name)
 		rt.upstreams[route.Name] = up
 		// The echo upstream goes through the same rewriter as a real one,
 		// so it shows what a real one would receive.
@@ -93,13 +92,11 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 		if u.Builtin == "" {
 			up.pool = pools[route.Upstream]
 			tr = up.pool
-			if m != nil {
-				errs = errCounters{
-					upstream:      m.UpstreamErrors(route.Name),
-					timeout:       m.ProxyErrors(route.Name, metrics.ReasonUpstreamTimeout),
-					clientBody:    m.ProxyErrors(route.Name, metrics.ReasonClientBody),
-					clientRequest: m.ProxyErrors(route.Name, metrics.ReasonClientRequest),
-				}
+			errs = errCounters{
+				upstream:      m.UpstreamErrors(route.Name),
+				timeout:       m.ProxyErrors(route.Name, metrics.ReasonUpstreamTimeout),
+				clientBody:    m.ProxyErrors(route.Name, metrics.ReasonClientBody),
+				clientRequest: m.ProxyErrors(route.Name, metrics.ReasonClientRequest),
 			}
 		}
 		reads := newReadTimeouts(u.ReadTimeout, cfg.Server.StreamIdleTimeout, readTimeoutExpired(u.Name, errs.upstream, fails))
@@ -138,8 +135,8 @@ func (rt *Runtime) Close() {
 type upstream struct {
 	plain, limited *httputil.ReverseProxy // the echo upstream too (its transport answers)
 	pool           *upstreampkg.Pool      // nil for a builtin
-	traffic        *metrics.RouteTraffic  // nil without metrics
-	upgrades       upgrades               // the route's upgrades
+	traffic        *metrics.RouteTraffic
+	upgrades       upgrades // the route's upgrades
 	// The route's edge limits (0 = off): max_body_size, limit_rate and
 	// limit_rate_after, in bytes and bytes per second.
 	maxBody, rate, rateAfter int64
@@ -217,7 +214,7 @@ const (
 )
 
 // errCounters are one route's counters of the answers rlproxy gives
-// instead of the upstream's (all nil without metrics).
+// instead of the upstream's (all nil for a builtin upstream, which has none).
 type errCounters struct{ upstream, timeout, clientBody, clientRequest prometheus.Counter }
 
 func inc(c prometheus.Counter) {

@@ -92,7 +92,7 @@ type Resolver struct {
 	key       string         // canonical header key
 	trusted   []netip.Prefix // masked, IPv4-mapped prefixes unmapped
 	recursive bool
-	// collectors pools the reqview.Collectors that gather a header's
+	// collectors pools the *reqview.Collector values that gather a header's
 	// lines (a client or a proxy chain may send several).
 	collectors sync.Pool
 }

@@ -19,6 +19,7 @@ import (
 
 	"rlproxy/internal/config"
 	"rlproxy/internal/metrics"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // connsServe serves h (HTTP/1.1 and h2c) on a limitListener with server
@@ -81,14 +82,10 @@ func waitClosed(t *testing.T, c net.Conn, what string) {
 	}
 }
 
-// waitUntil polls cond every 5 ms for up to 10 s.
+// waitUntil waits (waitfor.True) for cond.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-	}
+	waitfor.True(t, what, cond)
 }
 
 // phaseLen counts l's connections listed in phase p.

@@ -18,6 +18,7 @@ import (
 
 	"rlproxy/internal/config"
 	"rlproxy/internal/metrics"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // limitsServe serves h on a limitListener with server section s and
@@ -307,12 +308,8 @@ func limitsGet(c *http.Client, addr string) error {
 // waitGauge waits up to 5 s for g to read want.
 func waitGauge(t *testing.T, g prometheus.Gauge, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for value(g) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("open connections %v, want %v", value(g), want)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitfor.Poll(5*time.Second, func() bool { return value(g) == want }) {
+		t.Fatalf("open connections %v, want %v", value(g), want)
 	}
 }
 

@@ -48,7 +48,7 @@ type Pool struct {
 	// ran before a server was picked could only name the first one.
 	hostUpstream bool
 
-	traffic metrics.UpstreamTraffic // zero without metrics
+	traffic metrics.UpstreamTraffic
 	now     func() time.Time
 	log     *slog.Logger
 }
@@ -81,9 +81,7 @@ func newPool(u *config.Upstream, servers []*Server, jwt config.JWT, hashSecret [
 	default:
 		p.bal = newRoundRobin(len(servers))
 	}
-	if o.Metrics != nil {
-		p.traffic = o.Metrics.Upstream(u.Name)
-	}
+	p.traffic = o.Metrics.Upstream(u.Name)
 	return p, nil
 }
 
@@ -194,9 +192,7 @@ func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // retried counts one retry.
 func (p *Pool) retried(x *Exchange) {
-	if p.traffic.Retries != nil {
-		p.traffic.Retries.Inc()
-	}
+	p.traffic.Retries.Inc()
 	if x != nil {
 		x.Retries++
 	}
@@ -227,9 +223,7 @@ func (p *Pool) send(s *Server, req *http.Request, x *Exchange, t0 time.Time) (*h
 	s.inflight.Add(1)
 	resp, err := s.transport.RoundTrip(req)
 	d := p.now().Sub(t0)
-	if p.traffic.Duration != nil {
-		p.traffic.Duration.Observe(d.Seconds())
-	}
+	p.traffic.Duration.Observe(d.Seconds())
 	if x != nil {
 		x.Server, x.Duration, x.Status = s.Label, d, 0
 	}

@@ -18,7 +18,7 @@ type Options struct {
 	// NewTransport builds the connection pool of one server of u (called
 	// once per server; a reload that keeps the server keeps its transport).
 	NewTransport func(u *config.Upstream, server *url.URL) (Transport, error)
-	// Metrics receives the upstream series; nil for none.
+	// Metrics receives the upstream series; nil: metrics.Discard().
 	Metrics *metrics.Metrics
 	// Log receives health transitions; nil discards them.
 	Log *slog.Logger
@@ -36,16 +36,17 @@ type Set struct {
 	pools   []*Pool            // of the last Update, by upstream name
 }
 
-// NewSet returns an empty Set; with metrics it reports
+// NewSet returns an empty Set; it reports
 // rlproxy_upstream_server_up of the last Update's servers.
 func NewSet(o Options) *Set {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Set{opts: o, servers: map[string]*Server{}}
-	if o.Metrics != nil {
-		o.Metrics.SetUpstreamServers(s.states)
+	if o.Metrics == nil {
+		o.Metrics = metrics.Discard()
 	}
+	s := &Set{opts: o, servers: map[string]*Server{}}
+	o.Metrics.SetUpstreamServers(s.states)
 	return s
 }
 

@@ -170,7 +170,7 @@ func goalsMarkdown(b *strings.Builder, goals []goalResult, names map[string]stri
 	if len(goals) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\n## Issue 7's marks\n\n")
+	fmt.Fprintf(b, "\n## Pass marks\n\n")
 	fmt.Fprintf(b, "The verdict is on the ratio of the two medians; per round is the same ratio in each round, for the spread.\n\n")
 	fmt.Fprintf(b, "| ratio | of | asked | median ÷ median | per round | |\n")
 	fmt.Fprintf(b, "|---|---|--:|--:|---|---|\n")

@@ -11,6 +11,7 @@ import (
 
 	"rlproxy/internal/algo"
 	"rlproxy/internal/store"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // scriptStore is a store.Store whose Decide returns the error the test sets
@@ -186,9 +187,7 @@ func TestBreakerOneProbe(t *testing.T) {
 		_, err := b.Decide(context.Background(), nil, 0, make([]algo.Decision, 1))
 		probeDone <- err
 	}()
-	for st.count() != 2 { // the probe reached the store and is blocked there
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, "the probe blocked at the store", func() bool { return st.count() == 2 })
 	var wg sync.WaitGroup
 	var open atomic.Int64
 	for range 50 {

@@ -11,7 +11,8 @@ import (
 // check's Cost is added to its state at now unconditionally
 // (algo.Limit.ForceCharge: the same charge the Valkey charge script
 // makes), creating the state when there is none; the key's expiry becomes
-// its new idle time. Concurrency checks and cost 0 are ignored. now 0
+// its new idle time. Checks of an algorithm that is not charged
+// (algo.Algorithm.Charges: Concurrency) and cost 0 are ignored. now 0
 // means the store's clock. It never fails.
 func (s *Store) Charge(_ context.Context, checks []store.Check, now int64) error {
 	var keyBuf [inline]key
@@ -20,7 +21,7 @@ func (s *Store) Charge(_ context.Context, checks []store.Check, now int64) error
 	defer s.unlock(shards)
 	for i := range checks {
 		c := &checks[i]
-		if c.Cost <= 0 || c.Limit.Kind == algo.Concurrency {
+		if c.Cost <= 0 || !algo.Describe(c.Limit.Kind).Charges() {
 			continue
 		}
 		sh := s.shard(keys[i])

@@ -420,7 +420,9 @@ func (s *Store) save(sh *shard, slot, idx uint32, k key, l *algo.Limit, st *algo
 	sh.toFront(idx)
 }
 
-// isVar reports whether kind keeps variable-size state (the side map).
+// isVar reports whether kind keeps variable-size state (the side map):
+// its algo.Algorithm says.
 func isVar(kind algo.Kind) bool {
-	return kind == algo.SlidingLog || kind == algo.Concurrency
+	a := algo.Describe(kind)
+	return a != nil && a.Var
 }

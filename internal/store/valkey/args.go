@@ -20,7 +20,7 @@ func formatLimit(l *algo.Limit) *limitArgs {
 		noDelay = "1"
 	}
 	return &limitArgs{
-		strconv.Itoa(int(l.Kind)),
+		strconv.Itoa(scriptKind(l)),
 		strconv.FormatInt(l.Count, 10),
 		strconv.FormatInt(l.Period, 10),
 		strconv.FormatInt(l.Burst, 10),
@@ -93,8 +93,8 @@ func (s *Store) scriptArgs(b *call, mode string, checks []store.Check, now int64
 	}
 }
 
-// appendCalendar appends a calendar window's check (lua/calendar.lua):
-// kind 7 (fixed window) or 8 (sliding counter), Count, six consecutive
+// appendCalendar appends a calendar window's check (calendar_span in
+// lua/prelude.lua): its script kind (scriptKind), Count, six consecutive
 // period starts around now (Unix ms; 0, the server's TIME, is taken as
 // this host's clock, which only has to lie within a period of the
 // server's), then cost. The boundaries change with the period, so they
@@ -106,11 +106,7 @@ func appendCalendar(args []string, ch *store.Check, now int64) []string {
 	l := &ch.Limit
 	sp := l.Calendar.SpanAt(now)
 	before, after := l.Calendar.SpanAt(sp.PrevStart), l.Calendar.SpanAt(sp.End)
-	kind := "7"
-	if l.Kind == algo.SlidingWindow {
-		kind = "8"
-	}
-	return append(args, kind, strconv.FormatInt(l.Count, 10),
+	return append(args, strconv.Itoa(scriptKind(l)), strconv.FormatInt(l.Count, 10),
 		strconv.FormatInt(before.PrevStart, 10), strconv.FormatInt(sp.PrevStart, 10),
 		strconv.FormatInt(sp.Start, 10), strconv.FormatInt(sp.End, 10),
 		strconv.FormatInt(ch.Cost, 10),

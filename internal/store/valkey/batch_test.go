@@ -14,6 +14,7 @@ import (
 	"rlproxy/internal/algo"
 	"rlproxy/internal/store"
 	"rlproxy/internal/testutil/redisserver"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // holdInflight counts one batch of st as in flight until t ends, so that
@@ -42,11 +43,8 @@ func batchLen(st *Store) int {
 // waitBatch waits until st's collecting batch holds n calls, failing t
 // after 10 s.
 func waitBatch(t *testing.T, st *Store, n int) {
-	for give := time.Now().Add(10 * time.Second); batchLen(st) < n; time.Sleep(200 * time.Microsecond) {
-		if time.Now().After(give) {
-			t.Errorf("batch holds %d calls after 10 s, want %d to join", batchLen(st), n)
-			return
-		}
+	if !waitfor.Poll(10*time.Second, func() bool { return batchLen(st) >= n }) {
+		t.Errorf("batch holds %d calls after 10 s, want %d to join", batchLen(st), n)
 	}
 }
 
@@ -131,9 +129,7 @@ func TestBatchCallerLeaves(t *testing.T) {
 			t.Errorf("leader whose context ended before the send: %v, want context.Canceled", err)
 		}
 	})
-	for !st.batchOpen() {
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, "the leader's batch open", st.batchOpen)
 	wg.Go(func() {
 		if d, err := decide(context.Background(), "rl:v2:{stayer}:fw"); err != nil || d.Remaining != 9 {
 			t.Errorf("caller that stayed: %+v, %v; want remaining 9", d, err)
@@ -202,13 +198,11 @@ func TestBatchNoScript(t *testing.T) {
 func TestBatchTimeout(t *testing.T) {
 	st, srv := newSleepyStore(t)
 	const callers = 8
-	var sleeping sync.WaitGroup
-	defer sleeping.Wait()
-	holdBatches(t, st, callers, func() {
-		sleeping.Go(func() { srv.Do(t, "DEBUG", "SLEEP", "0.8") })
-		time.Sleep(100 * time.Millisecond)
-	})
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 5, Period: 3_600_000}
+	warmUp(t, st) // connected before the server sleeps
+	var slept <-chan struct{}
+	defer func() { <-slept }()
+	holdBatches(t, st, callers, func() { slept = srv.DebugSleep(t, "0.8") })
 	var wg sync.WaitGroup
 	for g := range callers {
 		wg.Go(func() {
@@ -222,8 +216,8 @@ func TestBatchTimeout(t *testing.T) {
 	}
 	begin := time.Now()
 	wg.Wait()
-	// The batch waits for its 8 callers, sleeps 100 ms, then times out 200
-	// ms after it is sent; the server sleeps for 800 ms.
+	// The batch waits for its 8 callers and for the server to be inside its
+	// 800 ms sleep, then times out 200 ms after it is sent.
 	if el := time.Since(begin); el > 600*time.Millisecond {
 		t.Errorf("the batch failed after %v, want about 300 ms", el)
 	}
@@ -257,8 +251,8 @@ func TestBatchTimedOutQueued(t *testing.T) {
 	begin := time.Now()
 	var bg sync.WaitGroup
 	defer bg.Wait()
-	bg.Go(func() { srv.Do(t, "DEBUG", "SLEEP", "3") })
-	time.Sleep(50 * time.Millisecond)
+	slept := srv.DebugSleep(t, "3")
+	defer func() { <-slept }()
 	big := strings.Repeat("x", 4<<20)
 	floodCtx, stopFlood := context.WithCancel(context.Background())
 	defer stopFlood()
@@ -321,9 +315,7 @@ func TestBatchPanic(t *testing.T) {
 		}()
 		_ = decide("rl:v2:{panicleader}:fw")
 	})
-	for !st.batchOpen() {
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, "the leader's batch open", st.batchOpen)
 	errc := make(chan error, 1)
 	go func() { errc <- decide("rl:v2:{panicjoiner}:fw") }()
 	select {

@@ -8,6 +8,7 @@ import (
 	"rlproxy/internal/algo"
 	"rlproxy/internal/store"
 	"rlproxy/internal/testutil/redisserver"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // base is docs/PRODUCT.md's round base time B (Unix ms).
@@ -44,6 +45,19 @@ func newSleepyStore(t testing.TB) (*Store, *redisserver.Server) {
 	t.Cleanup(func() { st.Close() })
 	srv.Client(t) // connect before the server sleeps
 	return st, srv
+}
+
+// warmUp connects st (its first decision succeeds) before a test makes the
+// server sleep: a connect that meets the sleep fails otherwise than the
+// test means. Under load one attempt may exceed st's short timeout: it
+// retries until one succeeds (waitfor.True).
+func warmUp(t testing.TB, st *Store) {
+	t.Helper()
+	l := algo.Limit{Kind: algo.FixedWindow, Count: 1 << 30, Period: 3_600_000}
+	waitfor.True(t, "the store connected", func() bool {
+		_, err := st.Decide(context.Background(), []store.Check{{Key: "rl:v2:{warm}:fw", Limit: l, Cost: 1}}, base, make([]algo.Decision, 1))
+		return err == nil
+	})
 }
 
 // decide1 runs one check and fails the test on error.

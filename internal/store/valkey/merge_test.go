@@ -22,6 +22,7 @@ import (
 	"rlproxy/internal/algo"
 	"rlproxy/internal/store"
 	"rlproxy/internal/testutil/rediscluster"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // mergeHold makes every batch leader of st wait until its batch holds n
@@ -333,12 +334,7 @@ func joinInOrder(t *testing.T, h *mergeHold, fns []func()) {
 		if i == len(fns)-1 {
 			break // the batch is sent as soon as the last one joins
 		}
-		for give := time.Now().Add(5 * time.Second); batchLen(h.st) < i+1; {
-			if time.Now().After(give) {
-				t.Fatalf("call %d did not join", i)
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
+		waitfor.True(t, fmt.Sprintf("call %d joined", i), func() bool { return batchLen(h.st) >= i+1 })
 	}
 	wg.Wait()
 	h.set(0)
@@ -423,8 +419,8 @@ func TestMergeHeadCancelled(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, fn := range fns {
 		wg.Go(fn)
-		for i < n-1 && batchLen(h.st) < i+1 {
-			time.Sleep(100 * time.Microsecond)
+		if i < n-1 {
+			waitfor.True(t, fmt.Sprintf("call %d joined", i), func() bool { return batchLen(h.st) >= i+1 })
 		}
 	}
 	wg.Wait()

@@ -123,7 +123,7 @@ func TestDifferentialCalendar(t *testing.T) {
 }
 
 // TestRefundCalendar: a refund of a calendar window's charge undoes it
-// (lua/calendar.lua's refunds), as algo.Limit.Refund does.
+// (refund_<name>_calendar in lua/<name>.lua), as algo.Limit.Refund does.
 func TestRefundCalendar(t *testing.T) {
 	st, _ := newStore(t)
 	cal, _ := algo.NewCalendar(algo.Day, "Europe/Berlin")
@@ -148,8 +148,8 @@ func TestRefundCalendar(t *testing.T) {
 }
 
 // TestDifferentialChargeCalendar: unconditional charges and refunds on
-// calendar windows (lua/calendar.lua's charges) agree with the memory
-// store and package algo's ForceCharge, expiries included, across
+// calendar windows (charge_<name>_calendar in lua/<name>.lua) agree with
+// the memory store and package algo's ForceCharge, expiries included, across
 // Berlin's DST days and a month end.
 func TestDifferentialChargeCalendar(t *testing.T) {
 	st, srv := newStore(t)

@@ -21,8 +21,8 @@ type charge struct {
 // accepted requests are refunded later — right away, or after other
 // clients' and the same client's requests charged the key — gives
 // identical decisions (every field, to the ms) from the Lua refund
-// (Store.Refund, lua/refund.lua), package algo's RefundLease (the model)
-// and the memory store's Refund. Refunded keys are then decided again, so
+// (Store.Refund, refund_<name> in lua/<name>.lua), package algo's
+// RefundLease (the model) and the memory store's Refund. Refunded keys are then decided again, so
 // any difference in the refunded state shows.
 func TestDifferentialRefund(t *testing.T) {
 	st, _ := newStore(t)

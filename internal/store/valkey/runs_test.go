@@ -101,15 +101,18 @@ func TestRoundTripsReported(t *testing.T) {
 	srv.Client(t)                                     // connect before the server sleeps
 	const callers = 8
 	round := func(name string, sleep bool) []error {
-		var sleeping sync.WaitGroup
-		defer sleeping.Wait()
+		var slept <-chan struct{}
+		defer func() {
+			if slept != nil {
+				<-slept
+			}
+		}()
 		mu.Lock()
 		trips = nil
 		mu.Unlock()
 		holdBatches(t, st, callers, func() {
 			if sleep {
-				sleeping.Go(func() { srv.Do(t, "DEBUG", "SLEEP", "0.5") })
-				time.Sleep(100 * time.Millisecond)
+				slept = srv.DebugSleep(t, "0.5")
 			}
 		})
 		var wg sync.WaitGroup

@@ -12,6 +12,7 @@ import (
 	"rlproxy/internal/algo"
 	"rlproxy/internal/store"
 	"rlproxy/internal/testutil/redisserver"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // everyKind has one limit per algorithm (10 per hour where it applies).
@@ -227,19 +228,11 @@ func TestServerDown(t *testing.T) {
 		t.Fatalf("Decide during an outage: no error")
 	}
 	srv.Restart() // empty dataset: nothing persisted
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := st.Decide(context.Background(), c, base, out)
-		if err == nil {
-			if out[0].Remaining != 4 {
-				t.Fatalf("after the outage: remaining %d, want 4 (fresh server)", out[0].Remaining)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no recovery 5 s after the restart: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !waitfor.Poll(5*time.Second, func() bool { _, err = st.Decide(context.Background(), c, base, out); return err == nil }) {
+		t.Fatalf("no recovery 5 s after the restart: %v", err)
+	}
+	if out[0].Remaining != 4 {
+		t.Fatalf("after the outage: remaining %d, want 4 (fresh server)", out[0].Remaining)
 	}
 }
 
@@ -247,11 +240,9 @@ func TestServerDown(t *testing.T) {
 // Decide fail with a deadline error after Options.Timeout.
 func TestTimeout(t *testing.T) {
 	st, srv := newSleepyStore(t)
-	var sleeping sync.WaitGroup
-	sleeping.Go(func() { srv.Do(t, "DEBUG", "SLEEP", "0.8") })
-	defer sleeping.Wait()
-	time.Sleep(100 * time.Millisecond)
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 5, Period: 3_600_000}
+	warmUp(t, st) // connected before the server sleeps
+	defer func(slept <-chan struct{}) { <-slept }(srv.DebugSleep(t, "0.8"))
 	out := make([]algo.Decision, 1)
 	begin := time.Now()
 	_, err := st.Decide(context.Background(), []store.Check{{Key: "rl:v2:{slow}:fw", Limit: l, Cost: 1}}, base, out)

@@ -3,7 +3,7 @@
 // script run (EVALSHA, EVAL on NOSCRIPT), atomic across all of its checks.
 //
 // The scripts (lua/*.lua, one per algorithm plus a prelude and a
-// dispatcher) implement docs/DESIGN.md "Decision arithmetic" exactly, like
+// dispatcher, joined by script.go) implement docs/DESIGN.md "Decision arithmetic" exactly, like
 // package algo; the differential tests hold them to the same decisions.
 // Every key written carries a PEXPIRE equal to the time until its state is
 // idle, so idle clients leave nothing behind.
@@ -11,10 +11,7 @@ package valkey
 
 import (
 	"context"
-	"crypto/sha1"
 	"crypto/tls"
-	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -26,12 +23,6 @@ import (
 	"rlproxy/internal/algo"
 	"rlproxy/internal/store"
 )
-
-// luaFiles holds the script parts, concatenated by New in the order
-// prelude, one file per algorithm, refunds, dispatcher.
-//
-//go:embed lua/*.lua
-var luaFiles embed.FS
 
 // argsPerCheck and replyPerCheck are the script's ARGV and reply stride
 // (lua/dispatch.lua).
@@ -124,7 +115,7 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 			TLSConfig:   opt.TLS,
 			Sentinel:    valkeygo.SentinelOption{MasterSet: opt.SentinelMaster},
 			// A decision script may have run when the connection broke:
-			// never resend it (valkey.Lua still retries EVALSHA's NOSCRIPT
+			// never resend it (valkey-go's Lua still retries EVALSHA's NOSCRIPT
 			// with EVAL, which is safe since NOSCRIPT means nothing ran).
 			DisableRetry: true,
 			// Client-side caching serves no command here.
@@ -146,50 +137,6 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 	// A failure here is not fatal: Decide connects on demand.
 	_, _ = s.Client(ctx)
 	return s, nil
-}
-
-// Script returns the decision script's source exactly as Decide sends it
-// (EVAL on NOSCRIPT): the embedded parts in order. Benchmarks that drive
-// the server directly use it too (redis-benchmark EVALSHA, bench/valkey.sh).
-// Its arguments are described in lua/dispatch.lua. It panics if a part is
-// missing from the embedded files, a build mistake every test of the
-// package would show.
-func Script() string {
-	var src strings.Builder
-	for _, name := range []string{
-		"prelude.lua",
-		"fixed_window.lua",
-		"sliding_log.lua",
-		"sliding_window.lua",
-		"token_bucket.lua",
-		"leaky_bucket.lua",
-		"concurrency.lua",
-		"refund.lua",
-		"charge.lua",
-		"calendar.lua",
-		"dispatch.lua",
-	} {
-		b, err := luaFiles.ReadFile("lua/" + name)
-		if err != nil {
-			panic(fmt.Sprintf("valkey: embedded script part %s: %v", name, err))
-		}
-		src.Write(b)
-		src.WriteByte('\n')
-	}
-	return src.String()
-}
-
-// ScriptSHA returns the lowercase hex SHA-1 of Script: the name Decide
-// calls it by (EVALSHA) once the server has it (SCRIPT LOAD).
-func ScriptSHA() string {
-	return sha1Hex(Script())
-}
-
-// sha1Hex returns the lowercase hex SHA-1 of src, the name a script is
-// cached under on the server.
-func sha1Hex(src string) string {
-	sum := sha1.Sum([]byte(src))
-	return hex.EncodeToString(sum[:])
 }
 
 // Client returns the valkey-go client, connecting first if needed, for raw
@@ -244,7 +191,7 @@ func (s *Store) withTimeout(ctx context.Context) (context.Context, context.Cance
 const (
 	modeDecide = "0" // decide, charge all or none
 	modeCheck  = "1" // decide, write nothing; accepted checks report cost-0 values
-	modeRefund = "2" // undo a charge made at now (lua/refund.lua)
+	modeRefund = "2" // undo a charge made at now (refund_<name> in lua/<name>.lua)
 )
 
 // Decide implements store.Store: one script run decides all checks
@@ -261,8 +208,8 @@ const (
 // the decision and nothing was charged. Otherwise it charges the groups in
 // slot order; should a group refuse now — another request charged it
 // between the check and the charge — the groups already charged are
-// refunded (lua/refund.lua undoes exactly their charge) and the request is
-// refused. The refund makes "a refused request is charged by none" hold
+// refunded (each algorithm's refund_<name> in lua/<name>.lua undoes
+// exactly their charge) and the request is refused. The refund makes "a refused request is charged by none" hold
 // again, but not atomically: between a group's charge and its refund (one
 // round trip) other requests see it charged and may be refused for it,
 // i.e. the race can only make limiting briefly stricter, never let more
@@ -389,10 +336,10 @@ func (s *Store) run(ctx context.Context, c valkeygo.Client, mode string, checks 
 }
 
 // Refund implements store.Store: the script's refund mode
-// (lua/refund.lua, the inverse package algo's RefundLease mirrors) undoes
-// the charge that an accepted Decide of checks made at now. now must be
-// the time Decide returned (the server's TIME when it was called with 0);
-// 0 here would mean the server's TIME again, which undoes nothing useful.
+// (refund_<name> in lua/<name>.lua, the inverse package algo's
+// RefundLease mirrors) undoes the charge that an accepted Decide of
+// checks made at now. now must be the time Decide returned (the server's
+// TIME when it was called with 0); 0 here would mean the server's TIME again, which undoes nothing useful.
 // On a Cluster, checks in several hash slots are refunded one slot group
 // at a time (not atomically across groups, like the split Decide).
 // Errors: connecting, timeout, a script error; groups before the failing

@@ -13,6 +13,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"rlproxy/internal/testutil/redisserver"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // dial connects to addr or fails the test.
@@ -117,25 +118,14 @@ func TestRelayModes(t *testing.T) {
 	// A counter moves just after its Write returns, possibly after the reply.
 	c4.Close()
 	want := Stats{Accepted: 4, Resets: 3, BytesToTarget: 4 * 6, BytesFromTarget: 4 * 7}
-	if !waitFor(func() bool { return r.Stats() == want }) {
+	if !waitfor.Poll(2*time.Second, func() bool { return r.Stats() == want }) {
 		t.Fatalf("Stats = %+v, want %+v", r.Stats(), want)
 	}
 	r.Close()
 	r.Close() // twice is harmless
-	if !waitFor(func() bool { return runtime.NumGoroutine() <= base }) {
+	if !waitfor.Poll(2*time.Second, func() bool { return runtime.NumGoroutine() <= base }) {
 		t.Fatalf("%d goroutines after Close, %d before Start: the relay leaks", runtime.NumGoroutine(), base)
 	}
-}
-
-// waitFor polls cond for up to 2 s and reports whether it became true.
-func waitFor(cond func() bool) bool {
-	for deadline := time.Now().Add(2 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
 }
 
 // TestRelayDelay checks that Delay(d) adds at least 2·d to a round trip and
@@ -200,7 +190,7 @@ func TestRelayValkeyClient(t *testing.T) {
 		t.Fatalf("Reset: %v after %v, want a connection error well before the 2 s deadline", err, took)
 	}
 	r.Pass()
-	if !waitFor(func() bool { _, err := ping(time.Second); return err == nil }) {
+	if !waitfor.Poll(2*time.Second, func() bool { _, err := ping(time.Second); return err == nil }) {
 		_, err := ping(time.Second)
 		t.Fatalf("after Pass: %v, want recovery within 2 s", err)
 	}

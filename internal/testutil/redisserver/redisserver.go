@@ -26,6 +26,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"rlproxy/internal/testutil/netutil"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // startTimeout bounds how long a (re)started server may take to answer PING.
@@ -235,4 +236,43 @@ func (s *Server) Do(t testing.TB, args ...string) valkey.ValkeyResult {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	return c.Do(ctx, c.B().Arbitrary(args...).Build())
+}
+
+// DebugSleep sends DEBUG SLEEP seconds (the server must run with
+// --enable-debug-command yes) and returns once the server is inside it, so a
+// test's next command reaches a server known to be busy rather than one that
+// may not have read the sleep yet. A sleeping server answers nothing, so
+// the sign is taken from the process: its main thread blocked in the
+// kernel's nanosleep (/proc/PID/wchan, Linux). The returned channel is
+// closed when the sleep's reply arrives. Failures are reported with
+// t.Error, so DebugSleep may run on any goroutine.
+func (s *Server) DebugSleep(t testing.TB, seconds string) <-chan struct{} {
+	t.Helper()
+	s.mu.Lock()
+	proc := s.proc
+	s.mu.Unlock()
+	s.Client(t) // connected before the server sleeps
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.Do(t, "DEBUG", "SLEEP", seconds).Error(); err != nil {
+			t.Errorf("DEBUG SLEEP %s: %v", seconds, err)
+		}
+	}()
+	wchan := fmt.Sprintf("/proc/%d/wchan", proc.Cmd.Process.Pid)
+	asleep := func() bool {
+		b, err := os.ReadFile(wchan)
+		return err == nil && strings.Contains(string(b), "nanosleep")
+	}
+	if !waitfor.Poll(startTimeout, func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return asleep()
+		}
+	}) || !asleep() {
+		t.Errorf("redis-server on %s: not seen inside DEBUG SLEEP %s (%s)", s.Addr, seconds, wchan)
+	}
+	return done
 }

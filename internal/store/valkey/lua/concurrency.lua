@@ -1,4 +1,4 @@
--- Concurrency (algo.Concurrency = 6). A sorted set of leases: member =
+-- Concurrency (algo's concurrency.go). A sorted set of leases: member =
 -- lease id, score = expiry ms. A lease is live while expiry > now. Any
 -- cost > 0 acquires or refreshes one lease; without a lease id it peeks.
 local function concurrency(key, now, charge, count, period, _, _, _, cost, lease)
@@ -43,4 +43,12 @@ local function concurrency(key, now, charge, count, period, _, _, _, cost, lease
   end
   local earliest = score(redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
   return 0, 0, math.max(earliest - now, 1), 0, latest - now
+end
+
+-- Drop the request's lease. Concurrency has no unconditional charge and no
+-- quota: a cost > 0 acquires one lease, whatever the cost.
+local function refund_concurrency(key, _, _, _, _, _, _, _, lease)
+  if lease ~= '' then
+    redis.call('ZREM', key, lease)
+  end
 end

@@ -2,12 +2,14 @@
 -- KEYS: one key per check, all distinct. ARGV[1] = now (Unix ms; 0 = the
 -- server's TIME), ARGV[2] = mode: 0 decide (charge all or none), 1 check
 -- (decide, write nothing; accepted checks report their cost-0 values), 2
--- refund (undo a charge made at now, refund.lua; reply {now}), 3 charge
--- (unconditionally, charge.lua; reply {now}); ARGV[3] = n, the number of
--- identical requests to decide one after another at now (1 to 1000; 1 in
--- modes 2 and 3); then 8 per check: kind, Count, Period, Burst,
--- Delay, NoDelay (0/1), cost, lease id (kinds 7 and 8 carry calendar
--- boundaries in Period to NoDelay and the lease slot, calendar.lua).
+-- refund (undo a charge made at now, refund_<name>; reply {now}), 3 charge
+-- (unconditionally, charge_<name>; reply {now}); ARGV[3] = n, the number
+-- of identical requests to decide one after another at now (1 to 1000; 1
+-- in modes 2 and 3); then 8 per check: kind, Count, Period, Burst, Delay,
+-- NoDelay (0/1), cost, lease id. The kind is an algo.Kind, or from
+-- calendar_kinds on a calendar window's, whose check carries calendar
+-- boundaries in Period to NoDelay and the lease slot (calendar_span); the
+-- generated function algorithm(kind) returns its functions.
 -- Reply: {now, then per request, per check allowed, remaining,
 -- retryAfter, wait, resetAfter}.
 local nargs = 8
@@ -24,76 +26,12 @@ if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-
-if mode == '2' then
-  local U = { refund_fixed_window, refund_sliding_log, refund_sliding_window,
-    refund_token_bucket, refund_leaky_bucket, refund_concurrency, refund_fixed_calendar,
-    refund_sliding_calendar }
-  for i = 1, #KEYS do
-    local b = 3 + (i - 1) * nargs
-    local f, cost = U[tonumber(ARGV[b + 1])], tonumber(ARGV[b + 7])
-    if f and cost > 0 then
-      f(KEYS[i], now, tonumber(ARGV[b + 3]), cost, ARGV[b + 8], tonumber(ARGV[b + 4]), b)
-    end
-  end
-  return { now }
-end
-
-if mode == '3' then
-  local F = { charge_fixed_window, charge_sliding_log, charge_sliding_window,
-    charge_token_bucket, charge_leaky_bucket, nil, charge_fixed_calendar, charge_sliding_calendar }
-  for i = 1, #KEYS do
-    local b = 3 + (i - 1) * nargs
-    local kind, cost = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 7])
-    local f = F[kind]
-    if f and cost > 0 then
-      local count, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
-      local quota = count -- algo.Limit.Quota
-      if kind == 4 then
-        quota = burst
-      elseif kind == 5 then
-        quota = burst + 1
-      end
-      f(KEYS[i], now, count, tonumber(ARGV[b + 3]), burst, math.min(cost, quota), b)
-    end
-  end
-  return { now }
-end
-
--- The algorithms by kind number (algo.Kind; 7 and 8: calendar.lua).
-local A = { fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, concurrency,
-  fixed_calendar, sliding_calendar }
 for i = 1, #KEYS do
   local kind = ARGV[4 + (i - 1) * nargs]
-  if not A[tonumber(kind)] then
+  local k = tonumber(kind)
+  if not k or k < 1 or k > kinds or k % 1 ~= 0 then
     return redis.error_reply('ERR rlproxy: unknown algorithm kind ' .. kind)
   end
-end
-
--- decideWith returns the decision on key at now of a check with the values
--- that check() returns (the algorithms' five values), charging it when
--- charge is true and it is accepted; peek decides it at cost 0. A cost
--- above the check's quota (q of RateLimit-Policy: requests accepted at one
--- instant from idle, algo.Limit.Quota) can never be accepted: it is
--- refused with the peek's remaining and reset, and no retry time
--- (algo.Limit.Decide).
-local function decideWith(key, charge, peek, kind, count, period, burst, delay, nodelay, cost, lease)
-  local f = A[kind]
-  if peek then
-    cost = 0
-  elseif kind ~= 6 then
-    local quota = count
-    if kind == 4 then
-      quota = burst
-    elseif kind == 5 then
-      quota = burst + 1
-    end
-    if cost > quota then
-      local _, remaining, _, _, reset = f(key, now, false, count, period, burst, delay, nodelay, 0, lease)
-      return 0, remaining, 0, 0, reset
-    end
-  end
-  return f(key, now, charge, count, period, burst, delay, nodelay, cost, lease)
 end
 
 -- check returns check i's values: kind, Count, Period, Burst, Delay,
@@ -101,7 +39,7 @@ end
 local function check(i)
   local b = 3 + (i - 1) * nargs
   local kind, nodelay = tonumber(ARGV[b + 1]), ARGV[b + 6]
-  if kind < 7 then
+  if kind < calendar_kinds then
     nodelay = nodelay == '1'
   else
     nodelay = tonumber(nodelay)
@@ -110,9 +48,50 @@ local function check(i)
     tonumber(ARGV[b + 5]), nodelay, tonumber(ARGV[b + 7]), ARGV[b + 8]
 end
 
+-- settle refunds (mode 2) or charges (mode 3, the cost capped at the
+-- check's quota) check i at now, when its cost is above 0.
+local function settle(i)
+  local kind, count, period, burst, delay, nodelay, cost, lease = check(i)
+  local _, refund, charge, quota = algorithm(kind)
+  if cost <= 0 then
+    return
+  elseif mode == '2' then
+    refund(KEYS[i], now, count, period, burst, delay, nodelay, cost, lease)
+  elseif charge then
+    charge(KEYS[i], now, count, period, burst, delay, nodelay, math.min(cost, quota(count, burst)), lease)
+  end
+end
+
+if mode == '2' or mode == '3' then
+  for i = 1, #KEYS do
+    settle(i)
+  end
+  return { now }
+end
+
+-- decideWith returns the decision on key at now of a check with the
+-- decide and quota functions f and quota (algorithm) and the values that
+-- check() returns (the algorithms' five values), charging it when
+-- charge is true and it is accepted; peek decides it at cost 0. A cost
+-- above the check's quota (q of RateLimit-Policy: requests accepted at one
+-- instant from idle, algo.Limit.Quota) can never be accepted: it is
+-- refused with the peek's remaining and reset, and no retry time
+-- (algo.Limit.Decide). An algorithm that counts leases has no quota_N.
+local function decideWith(key, charge, peek, f, quota, count, period, burst, delay, nodelay, cost, lease)
+  if peek then
+    cost = 0
+  elseif quota and cost > quota(count, burst) then
+    local _, remaining, _, _, reset = f(key, now, false, count, period, burst, delay, nodelay, 0, lease)
+    return 0, remaining, 0, 0, reset
+  end
+  return f(key, now, charge, count, period, burst, delay, nodelay, cost, lease)
+end
+
 -- decide is decideWith for check i.
 local function decide(i, charge, peek)
-  return decideWith(KEYS[i], charge, peek, check(i))
+  local kind, count, period, burst, delay, nodelay, cost, lease = check(i)
+  local f, _, _, quota = algorithm(kind)
+  return decideWith(KEYS[i], charge, peek, f, quota, count, period, burst, delay, nodelay, cost, lease)
 end
 
 -- One request, one check to charge (a route with one policy, the common
@@ -130,16 +109,19 @@ if n > 1 then
   writeback()
 end
 local out = { now }
-local key1, kind, count, period, burst, delay, nodelay, cost, lease
+local key1, f, quota, count, period, burst, delay, nodelay, cost, lease
 if #KEYS == 1 and mode == '0' then -- parsed once for all n
+  local kind, decide1, _, _, quota1
   key1 = KEYS[1]
   kind, count, period, burst, delay, nodelay, cost, lease = check(1)
+  decide1, _, _, quota1 = algorithm(kind)
+  f, quota = decide1, quota1
 end
 for r = 0, n - 1 do
   local base = 1 + r * 5 * #KEYS
   if key1 then
     out[base + 1], out[base + 2], out[base + 3], out[base + 4], out[base + 5] =
-      decideWith(key1, true, false, kind, count, period, burst, delay, nodelay, cost, lease)
+      decideWith(key1, true, false, f, quota, count, period, burst, delay, nodelay, cost, lease)
   else
     -- Phase 1: every decision, reads only.
     local all = true

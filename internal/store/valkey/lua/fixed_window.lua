@@ -1,14 +1,20 @@
--- Fixed window (algo.FixedWindow = 1). State {w, n} as 2 doubles: window
--- number (floor(now/W), epoch-aligned) and requests counted in it.
+-- Fixed window (algo's fixed_window.go). State {w, n} as 2 doubles: the
+-- window's id (floor(now/W), epoch-aligned; a calendar period's start ms)
+-- and requests counted in it.
 
--- fixed_count decides a fixed window whose state id is cw (the window
--- number, or a calendar period's start ms) and which ends in reset ms.
-local function fixed_count(key, charge, count, cw, reset, cost)
-  local n = 0
+-- fw_count is the count of the state at key in the window of id cw (algo's
+-- fixedCount).
+local function fw_count(key, cw)
   local sw, sn = load(key, 2)
   if sw == cw then
-    n = sn
+    return sn
   end
+  return 0
+end
+
+-- fw_decide decides a fixed window of id cw that ends in reset ms.
+local function fw_decide(key, charge, count, cw, reset, cost)
+  local n = fw_count(key, cw)
   if n + cost <= count then
     local level = n + cost
     if charge and cost > 0 then
@@ -19,7 +25,48 @@ local function fixed_count(key, charge, count, cw, reset, cost)
   return 0, math.max(count - n, 0), reset, 0, reset
 end
 
+-- fw_refund is n -= cost if the state is still in window cw (floor 0).
+local function fw_refund(key, cw, cost)
+  local sw, sn = load(key, 2)
+  if sw == cw then
+    unsave(key, 2, sw, math.max(sn - cost, 0))
+  end
+end
+
+-- fw_charge is n += cost in window cw (ending in ttl ms), up to 2*count.
+local function fw_charge(key, cw, ttl, count, cost)
+  save(key, ttl, 2, cw, math.min(fw_count(key, cw) + cost, 2 * count))
+end
+
 local function fixed_window(key, now, charge, count, W, _, _, _, cost)
   local cw = fdiv(now, W)
-  return fixed_count(key, charge, count, cw, (cw + 1) * W - now, cost)
+  return fw_decide(key, charge, count, cw, (cw + 1) * W - now, cost)
+end
+
+local function refund_fixed_window(key, now, _, W, _, _, _, cost)
+  fw_refund(key, fdiv(now, W), cost)
+end
+
+local function charge_fixed_window(key, now, count, W, _, _, _, cost)
+  local cw = fdiv(now, W)
+  fw_charge(key, cw, (cw + 1) * W - now, count, cost)
+end
+
+local function quota_fixed_window(count)
+  return count
+end
+
+local function fixed_window_calendar(key, now, charge, count, b0, b1, b2, b3, cost, tail)
+  local _, start, stop = calendar_span(now, b0, b1, b2, b3, tail)
+  return fw_decide(key, charge, count, start, stop - now, cost)
+end
+
+local function refund_fixed_window_calendar(key, now, _, b0, b1, b2, b3, cost, tail)
+  local _, start = calendar_span(now, b0, b1, b2, b3, tail)
+  fw_refund(key, start, cost)
+end
+
+local function charge_fixed_window_calendar(key, now, count, b0, b1, b2, b3, cost, tail)
+  local _, start, stop = calendar_span(now, b0, b1, b2, b3, tail)
+  fw_charge(key, start, stop - now, count, cost)
 end

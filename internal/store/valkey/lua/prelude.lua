@@ -1,16 +1,30 @@
 -- rlproxy decision script, part 1 of 3: shared helpers. The Go side
--- concatenates prelude.lua, one file per algorithm, refund.lua and
--- dispatch.lua into ONE script, run once per decision (EVALSHA). The
--- arithmetic is docs/DESIGN.md "Decision arithmetic": integers held in Lua
--- doubles, every intermediate below 2^53, so it agrees with internal/algo.
+-- (script.go) concatenates prelude.lua, one file per algorithm
+-- (<name>.lua, name as package algo's descriptor spells it, each the body
+-- of a function unit_<name> that returns its functions, so a run creates
+-- the closures of the algorithms it uses only), the dispatch function it
+-- generates from those descriptors and dispatch.lua into ONE script, run
+-- once per decision (EVALSHA). The arithmetic is
+-- docs/DESIGN.md "Decision arithmetic": integers held in Lua doubles,
+-- every intermediate below 2^53, so it agrees with internal/algo.
 --
--- Every algorithm is a function
---   f(key, now, charge, count, period, burst, delay, nodelay, cost, lease)
+-- An algorithm's file defines, for its name N:
+--   N(key, now, charge, count, period, burst, delay, nodelay, cost, lease)
 --     -> allowed (1/0), remaining, retryAfter, wait, resetAfter
+--   refund_N(key, now, count, period, burst, delay, nodelay, cost, lease)
+--   charge_N(key, now, count, period, burst, delay, nodelay, cost, lease)
+--   quota_N(count, burst) -> q of RateLimit-Policy (algo.Limit.Quota)
 -- with the check's values as arguments (dispatch.lua parses ARGV) and the
--- decision as five return values. It writes the key only when charge is
--- true and it accepts a cost > 0; otherwise it only reads. Arguments and
--- results travel on the Lua stack, not in tables: the script runs on every
+-- decision as five return values. N writes the key only when charge is
+-- true and it accepts a cost > 0; otherwise it only reads. refund_N undoes
+-- the charge of cost that N wrote at now, keeping the key's expiry;
+-- charge_N adds cost (at most the quota) unconditionally, as algo's
+-- Refund and ForceCharge do. An algorithm without unconditional charges
+-- (algo.Algorithm.Charges) has no charge_N, one that counts leases no
+-- quota_N. An algorithm that takes calendar periods defines N_calendar,
+-- refund_N_calendar and charge_N_calendar too, with the periods in the
+-- period to nodelay and lease slots (calendar_span). Arguments and results
+-- travel on the Lua stack, not in tables: the script runs on every
 -- request, and each table or closure it builds costs the server an
 -- allocation and garbage collection (bench/RESULTS.md, "Valkey").
 
@@ -140,10 +154,39 @@ local function flush()
   end
 end
 
+-- unsave rewrites a packed state of n doubles, keeping the key's expiry
+-- (refunds: the refunded state is idle no later than the charged one).
+local function unsave(key, n, ...)
+  redis.call('SET', key, struct.pack(packed[n], ...), 'KEEPTTL')
+end
+
 -- score reads the score of a one-element WITHSCORES reply, nil when empty.
 local function score(reply)
   if reply[2] then
     return tonumber(reply[2])
   end
   return nil
+end
+
+-- calendar_span returns the calendar period containing now and its
+-- neighbours: previous start, start, end, next end. A calendar check
+-- (algo.Limit.Calendar) carries periods of a time zone's calendar that Go
+-- computes (algo.Calendar.SpanAt, time/tzdata), in its period, burst,
+-- delay and nodelay slots and its lease slot: six consecutive period
+-- starts b0 < ... < b5 around Go's clock (Go's now in [b2, b3)), as b0,
+-- b1, b2, b3 and "b4:b5". The script's own now (TIME) may lie a period
+-- either way. Its state is the algorithm's, with a period's start ms as
+-- the window id.
+local function calendar_span(now, b0, b1, b2, b3, tail)
+  local b4, b5 = string.match(tail, '^(%d+):(%d+)$')
+  b4, b5 = tonumber(b4), tonumber(b5)
+  if now < b1 or now >= b4 then
+    error('rlproxy: now ' .. int(now) .. ' is not in the calendar periods passed (clocks a period apart)')
+  end
+  if now < b2 then
+    return b0, b1, b2, b3
+  elseif now < b3 then
+    return b1, b2, b3, b4
+  end
+  return b2, b3, b4, b5
 end

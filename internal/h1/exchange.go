@@ -1,0 +1,141 @@
+package h1
+
+import (
+	"errors"
+	"io"
+	"time"
+)
+
+// h2Preface is what an HTTP/2 prior-knowledge client sends first (RFC
+// 9113 §3.4).
+const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// maxDiscard is how much of an unread request body the server reads and
+// drops to keep the connection (net/http's maxPostHandlerReadBytes).
+const maxDiscard = 256 << 10
+
+// readHead reads and parses the next request head. ok is false when the
+// connection ends quietly (closed, idle timeout, shutdown, an h2c
+// connection handed over); why is a refusal to answer with 400.
+func (c *conn) readHead(first bool) (why Reason, ok bool) {
+	s := c.srv
+	c.rd.unpin()
+	if len(c.rd.buffered()) == 0 {
+		if !c.waitFirstByte() {
+			return OK, false
+		}
+	} else if !c.setActive() {
+		return OK, false
+	}
+	if s.ReadHeaderTimeout > 0 {
+		c.rd.setDeadline(s.now().Add(s.ReadHeaderTimeout))
+	} else {
+		c.rd.setDeadline(time.Time{})
+	}
+	if first && s.H2 != nil && c.sniffH2() {
+		return OK, false
+	}
+	from := 0
+	for {
+		n, next, why := scanHead(c.rd.buffered(), from, s.Limits)
+		if why != OK {
+			return why, false
+		}
+		if n > 0 {
+			why = c.req.parse(c.rd.buffered()[:n])
+			c.rd.consumeHead(n)
+			return why, why == OK
+		}
+		from = next
+		if err := c.rd.fill(); err != nil {
+			if err == errFull {
+				return HeadTooLarge, false
+			}
+			return OK, false
+		}
+	}
+}
+
+// waitFirstByte waits, as an idle connection, for the next request's
+// first byte, under IdleTimeout.
+func (c *conn) waitFirstByte() bool {
+	c.mu.Lock()
+	c.idle = true
+	shutting := c.srv.track.shutting.Load()
+	// Under c.mu: a Shutdown that wakes the connection sets its
+	// deadline after this one, never before.
+	if d := c.srv.IdleTimeout; d > 0 {
+		c.rd.setDeadline(c.srv.now().Add(d))
+	} else {
+		c.rd.setDeadline(time.Time{})
+	}
+	c.mu.Unlock()
+	if shutting || c.rd.fill() != nil {
+		return false
+	}
+	return c.setActive()
+}
+
+// setActive leaves the idle state; false when a shutdown woke the
+// connection first.
+func (c *conn) setActive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.idle = false
+	return !c.srv.track.shutting.Load()
+}
+
+// sniffH2 hands the connection to H2 when it opens with the HTTP/2
+// preface, the bytes read so far replayed.
+func (c *conn) sniffH2() bool {
+	for {
+		b := c.rd.buffered()
+		n := min(len(b), len(h2Preface))
+		if string(b[:n]) != h2Preface[:n] {
+			return false
+		}
+		if n == len(h2Preface) {
+			break
+		}
+		if c.rd.fill() != nil {
+			return false
+		}
+	}
+	c.rd.setDeadline(time.Time{})
+	replay := append([]byte(nil), c.rd.buffered()...)
+	c.rd.consume(len(replay))
+	c.w.hijacked = c.srv.H2.push(&replayConn{Conn: c.nc, replay: replay})
+	return true
+}
+
+// handle serves the parsed request and reports whether the connection
+// is kept for the next one.
+func (c *conn) handle() bool {
+	s, r := c.srv, &c.req
+	c.body.reset(c.rd, r.Framing, r.Length, s.Limits.head())
+	c.body.cont = &c.w
+	r.Body = &c.body
+	c.w.reset(r)
+	if r.Framing != NoBody {
+		// The head's deadline gives way to BodyTimeout between reads.
+		c.rd.setIdle(s.BodyTimeout)
+	}
+	s.Handler.ServeH1(&c.w, r)
+	if c.w.hijacked {
+		return false
+	}
+	if err := c.w.finish(); err != nil {
+		return false
+	}
+	return !c.w.closing() && c.drain()
+}
+
+// drain reads what is left of the request body, up to maxDiscard, so the
+// next request starts where it should; false closes the connection.
+func (c *conn) drain() bool {
+	if c.body.Done() {
+		return true
+	}
+	n, err := io.CopyN(io.Discard, &c.body, maxDiscard)
+	return n < maxDiscard && (err == nil || errors.Is(err, io.EOF)) && c.body.Done()
+}

@@ -1,0 +1,107 @@
+package h1
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestAppendRequestKeepsOrderAndCase checks the upstream head: the
+// client's fields in order and case, hop-by-hop fields and those named in
+// Connection dropped, Set in place, Add at the end.
+func TestAppendRequestKeepsOrderAndCase(t *testing.T) {
+	raw := "GET /x?y=1 HTTP/1.1\r\nhost: a.test\r\nX-lower: 1\r\nConnection: keep-alive, X-Drop\r\n" +
+		"X-Drop: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nx-real-ip: spoof\r\nUpgrade: h2c\r\n" +
+		"HTTP2-Settings: AAA\r\nConnection: Upgrade\r\nX-Real-IP: again\r\nProxy-Authorization: x\r\nCookie: a=b\r\n\r\n"
+	var r Request
+	if _, why := ParseRequest([]byte(raw), &r, Limits{}); why != OK {
+		t.Fatal(why)
+	}
+	e := Edits{
+		Drop: []string{"cookie"},
+		Set:  []FieldEdit{{"X-Real-IP", "192.0.2.1"}, {"X-Request-Id", "r1"}},
+		Add:  []FieldEdit{{"X-Forwarded-For", "192.0.2.1"}},
+	}
+	got := string(AppendRequest(nil, &r, "/x?y=1", &e))
+	want := "GET /x?y=1 HTTP/1.1\r\nhost: a.test\r\nX-lower: 1\r\nx-real-ip: 192.0.2.1\r\n" +
+		"X-Request-Id: r1\r\nX-Forwarded-For: 192.0.2.1\r\n\r\n"
+	if got != want {
+		t.Fatalf("head\n%q\nwant\n%q", got, want)
+	}
+	if r.Upgrade() {
+		t.Fatal("Upgrade: h2c alone read as an upgrade")
+	}
+}
+
+// TestAppendRequestUpgrade keeps Upgrade when the handler allows it.
+func TestAppendRequestUpgrade(t *testing.T) {
+	raw := "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n"
+	var r Request
+	if _, why := ParseRequest([]byte(raw), &r, Limits{}); why != OK || !r.Upgrade() {
+		t.Fatal(why, r.Upgrade())
+	}
+	got := string(AppendRequest(nil, &r, r.Target(), &Edits{Upgrade: true}))
+	want := "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n\r\n"
+	if got != want {
+		t.Fatalf("head\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestAppendResponse adds the quota fields after the upstream's, in its
+// order and case, and drops its hop-by-hop fields.
+func TestAppendResponse(t *testing.T) {
+	raw := "HTTP/1.1 200 Fine\r\ncontent-type: text/plain\r\nKeep-Alive: timeout=5\r\n" +
+		"Connection: keep-alive\r\nTransfer-Encoding: chunked\r\nx-b: 2\r\n\r\n"
+	var p Response
+	if _, why := ParseResponse([]byte(raw), &p, "GET", Limits{}); why != OK {
+		t.Fatal(why)
+	}
+	e := Edits{Add: []FieldEdit{{"RateLimit", `"d";r=9;t=1`}, {"Retry-After", "1"}}}
+	got := string(AppendResponse(nil, &p, &e, true, false))
+	want := "HTTP/1.1 200 Fine\r\nConnection: close\r\ncontent-type: text/plain\r\n" +
+		"Transfer-Encoding: chunked\r\nx-b: 2\r\nRateLimit: \"d\";r=9;t=1\r\nRetry-After: 1\r\n\r\n"
+	if got != want {
+		t.Fatalf("head\n%q\nwant\n%q", got, want)
+	}
+	if got := string(AppendResponse(nil, &p, &Edits{}, false, true)); got !=
+		"HTTP/1.1 200 Fine\r\ncontent-type: text/plain\r\nx-b: 2\r\n\r\n" {
+		t.Fatalf("dechunked head %q", got)
+	}
+}
+
+// TestParseResponseFraming checks RFC 9112 §6.3 and the strict refusals.
+func TestParseResponseFraming(t *testing.T) {
+	cases := []struct {
+		raw, method string
+		framing     Framing
+		length      int64
+		why         Reason
+	}{
+		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "GET", Length, 5, OK},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", "GET", Length, 5, OK},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", "GET", 0, 0, DupContentLength},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", "GET", 0, 0, LengthAndChunked},
+		{"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "GET", 0, 0, BadContentLength},
+		{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "GET", Chunked, 0, OK},
+		{"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", "GET", 0, 0, BadTransferEncoding},
+		{"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "GET", 0, 0, ChunkedOnHTTP10},
+		{"HTTP/1.1 200 OK\r\n\r\n", "GET", ToClose, 0, OK},
+		{"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", "GET", NoBody, 5, OK},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "HEAD", NoBody, 5, OK},
+		{"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", "GET", NoBody, 0, OK},
+		{"HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", "GET", Length, 0, OK},
+		{"HTTP/1.1 20 OK\r\n\r\n", "GET", 0, 0, BadStatus},
+		{"HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n", "GET", 0, 0, BareLF},
+		{"HTTP/1.1 200 OK\r\nX: a\x00\r\n\r\n", "GET", 0, 0, BadFieldValue},
+	}
+	var p Response
+	for _, c := range cases {
+		_, why := ParseResponse([]byte(c.raw), &p, c.method, Limits{})
+		if why != c.why || why == OK && (p.Framing != c.framing || p.Length != c.length) {
+			t.Errorf("%q: %v framing %d length %d, want %v %d %d", c.raw, why, p.Framing, p.Length, c.why, c.framing, c.length)
+		}
+	}
+	big := "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Pad: 0123456789012345678901234567890123456789\r\n", DefaultMaxHead/48)
+	if _, why := ParseResponse([]byte(big+"\r\n"), &p, "GET", Limits{}); why != HeadTooLarge {
+		t.Fatalf("a head over 1 MiB: %v", why)
+	}
+}
