@@ -15,7 +15,8 @@
 #
 # Settings (environment):
 #   INSTR_CONFIGS=nopolicy,memory  names of bench/configs/rlproxy-NAME.yaml
-#                                  (valkey: a redis-server is started)
+#                                  (valkey: a redis-server is started;
+#                                  trace*: an OTLP sink, bench/cmd/otlpsink)
 #   INSTR_ROUNDS=5                 rounds (median and spread reported)
 #   INSTR_N1=2000 INSTR_N=10000    requests of the short run; measured requests
 #   INSTR_GOGC=100                 the proxy's GOGC (off: the mutator alone)
@@ -41,7 +42,8 @@ rounds=${INSTR_ROUNDS:-5} n1=${INSTR_N1:-2000} n=${INSTR_N:-10000} gogc=${INSTR_
 
 bin=$here/.bin
 mkdir -p "$bin"
-(cd "$here" && go build -o "$bin/upstream" ./upstream && go build -o "$bin/fixedload" ./cmd/fixedload)
+(cd "$here" && go build -o "$bin/upstream" ./upstream && go build -o "$bin/fixedload" ./cmd/fixedload &&
+	go build -o "$bin/otlpsink" ./cmd/otlpsink)
 
 # build ARG: prints the path of the rlproxy binary ARG names.
 build() {
@@ -87,6 +89,12 @@ if [[ ,$configs, == *,valkey,* ]]; then
 	redis-server --port "$valkey_port" --bind 127.0.0.1 --save "" --appendonly no >/dev/null &
 	pids+=($!)
 fi
+otlp_port=
+if [[ ,$configs, == *,trace* ]]; then
+	otlp_port=$("$bin/fixedload" -free-port)
+	"$bin/otlpsink" -listen "127.0.0.1:$otlp_port" >/dev/null &
+	pids+=($!)
+fi
 
 # config NAME PORT BIN: writes NAME's config for BIN listening on PORT and
 # prints its path. shutdown_delay 0s where BIN knows it (builds before it
@@ -95,6 +103,7 @@ config() {
 	local f=$run_dir/$1-$2.yaml
 	sed -e "s/127\.0\.0\.1:18180/127.0.0.1:$2/; s/127\.0\.0\.1:18100/127.0.0.1:$up_port/" \
 		-e "s/127\.0\.0\.1:18379/127.0.0.1:${valkey_port:-18379}/; s/^admin_listen: .*/admin_listen: \"\"/" \
+		-e "s/127\.0\.0\.1:18317/127.0.0.1:${otlp_port:-18317}/" \
 		"$here/configs/rlproxy-$1.yaml" >"$f"
 	if ! grep -q '^server:' "$f"; then
 		cp "$f" "$f.try"

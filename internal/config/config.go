@@ -69,6 +69,9 @@ type Config struct {
 	EnvoyRLS EnvoyRLS
 	// Admin configures the admin page on admin_listen.
 	Admin Admin
+	// Tracing, when non-nil, exports OpenTelemetry traces (tracing.go);
+	// nil (the section absent) is off.
+	Tracing *Tracing `restart:"tracing"`
 }
 
 // TLS is a certificate and key pair (PEM files, paths resolved against the

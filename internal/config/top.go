@@ -40,6 +40,7 @@ func (l *loader) topSection() *section {
 				doc: "Forward-auth decision listener: answers whether a request another proxy describes may pass."},
 			{name: "envoy_rls", value: checked(func() schema { return objectShape(envoyRLSSection()) }),
 				doc: "Envoy rate limit service (gRPC): descriptors mapped to policies."},
+			{name: "tracing", sub: l.tracingSection(), doc: "OpenTelemetry traces exported over OTLP; absent: off."},
 		},
 		check: l.topCheck,
 		extend: func(s schema) {

@@ -14,14 +14,14 @@ import (
 
 // A request's life, in the order it happens (docs/DESIGN.md draws it):
 //
-//	ServeHTTP   the record (response recorder, access-log account) and the view
+//	ServeHTTP   the record (response recorder, access-log account), the view, the trace span
 //	serve       the client address, once
 //	  route     400 unreadable, the quota endpoint, 405, 404: answered here
 //	  prepare   upgrades screened, 413 for a declared body too large, limit_rate, body watch
 //	  admit     the admission: decide (429, 503), wait (429 at a shaping cap), adaptive slot (503)
 //	  forward   the upstream's answer through finalWriter (quota headers), or 502/504/408...
 //	  finish    deferred: settle, stop lease renewal, release
-//	end         deferred: metrics, the access log, the record back to its pool
+//	end         deferred: metrics, the access log, the trace span, the record back to its pool
 
 // ServeHTTP implements http.Handler, the std engine's adapter: it serves r
 // through a record of its answer, then counts the answer (metrics) and
@@ -33,9 +33,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.view, reason = reqview.Read(r) // the one view of r every reader shares
 	rc.closeAfter = closesUnlessSwitched(r)
 	rt := s.rt.Load()
+	if s.tracer != nil {
+		r = s.traceStart(rc, r, rt)
+	}
 	al := s.access.Load()
 	if al != nil {
-		rc.logging, rc.requestID = true, requestID(r)
+		rc.logging = true
+		if rc.requestID == "" { // with tracing on, the trace id
+			rc.requestID = requestID(r)
+		}
 	}
 	// Deferred: a response that broke while streaming ends in
 	// ReverseProxy's http.ErrAbortHandler panic, and is counted too.
@@ -44,7 +50,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // end counts rc's answer (the route's metrics), logs it (the access log
-// al, nil for none; a client that left at debug) and pools rc.
+// al, nil for none; a client that left at debug), ends its trace span and
+// pools rc.
 func (s *Server) end(rc *record, r *http.Request, rt *Runtime, al *accesslog.Logger) {
 	now := time.Now()
 	rc.finish(rt, now)
@@ -53,6 +60,9 @@ func (s *Server) end(rc *record, r *http.Request, rt *Runtime, al *accesslog.Log
 	}
 	if al != nil {
 		s.logAccess(al, rc, rt, now)
+	}
+	if s.tracer != nil {
+		traceEnd(rc, r, rt)
 	}
 	s.records.Put(rc)
 }
@@ -133,7 +143,7 @@ func (s *Server) prepare(rc *record, r *http.Request, rt *Runtime, up *upstream)
 	if r.Header["Upgrade"] != nil {
 		r = up.upgrades.screen(r)
 	}
-	if up.pool != nil && (rc.logging || up.pool.NeedsClientIP() || up.gate != nil) {
+	if up.pool != nil && (rc.logging || s.tracer != nil || up.pool.NeedsClientIP() || up.gate != nil) {
 		r = r.WithContext(upstreampkg.WithExchange(r.Context(), &rc.up))
 	}
 	if up.maxBody > 0 && r.ContentLength > up.maxBody {
@@ -164,7 +174,11 @@ func (s *Server) prepare(rc *record, r *http.Request, rt *Runtime, up *upstream)
 // left while waiting.
 func (s *Server) admit(rc *record, w http.ResponseWriter, r *http.Request, up *upstream, ip netip.Addr) bool {
 	ctx, a, v := r.Context(), &rc.adm, &rc.view
-	if !a.decide(ctx, v, ip) {
+	ok := a.decide(ctx, v, ip)
+	if s.tracer != nil && a.res != nil {
+		traceDecided(rc, a.res)
+	}
+	if !ok {
 		s.answerDecision(w, r, a)
 		return false
 	}

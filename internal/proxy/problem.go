@@ -140,7 +140,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 	b = appendJSONString(b, db)
 	b = append(b, `,"instance":`...)
 	b = appendJSONString(b, r.URL.Path)
-	if id := problemRequestID(r.Header); id != "" {
+	if id := problemRequestID(r); id != "" {
 		b = append(b, `,"requestId":`...)
 		b = appendJSONString(b, id)
 	}

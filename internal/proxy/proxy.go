@@ -25,6 +25,7 @@ import (
 	"rlproxy/internal/policy"
 	"rlproxy/internal/realip"
 	"rlproxy/internal/reqview"
+	"rlproxy/internal/tracing"
 )
 
 // Runtime is everything one configuration needs on the request path. It is
@@ -60,6 +61,8 @@ type Server struct {
 	writers sync.Pool // *finalWriter
 	// badRequests counts Refuse's answers by reason (OK's entry unused).
 	badRequests [reqview.NumReasons]prometheus.Counter
+	// tracer traces requests (trace.go); nil: tracing off.
+	tracer *tracing.Tracer
 }
 
 // New returns a Server serving rt and counting into m (nil:

@@ -9,6 +9,7 @@ import (
 
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/reqview"
+	"rlproxy/internal/tracing"
 	upstreampkg "rlproxy/internal/upstream"
 )
 
@@ -36,6 +37,8 @@ type record struct {
 	// request's id (requestid.go).
 	logging   bool
 	requestID string
+	// trace is the request's server span (trace.go); zero when untraced.
+	trace tracing.Span
 	// closeAfter closes the connection after a final answer other than a
 	// 101 (closesUnlessSwitched).
 	closeAfter bool

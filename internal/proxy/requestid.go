@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"rlproxy/internal/accesslog"
+	"rlproxy/internal/tracing"
 )
 
 // requestID returns r's id: an incoming X-Request-Id (1 to 128 visible
@@ -27,9 +28,14 @@ func requestID(r *http.Request) string {
 	return id
 }
 
-// problemRequestID is the requestId member of a problem+json answer: the
-// id requestID kept or set, "" when there is none.
-func problemRequestID(h http.Header) string {
+// problemRequestID is the requestId member of a problem+json answer to
+// r: the id requestID kept or set, "" when there is none; with tracing on,
+// the trace id (as in the access log).
+func problemRequestID(r *http.Request) string {
+	if id := tracing.TraceID(r.Context()); id != "" {
+		return id
+	}
+	h := r.Header
 	if v := h["X-Request-Id"]; len(v) == 1 && validRequestID(v[0]) {
 		return v[0]
 	}

@@ -23,15 +23,17 @@ import (
 	"rlproxy/internal/realip"
 	"rlproxy/internal/reqview"
 	"rlproxy/internal/tlsutil"
+	"rlproxy/internal/tracing"
 	upstreampkg "rlproxy/internal/upstream"
 )
 
 // NewUpstreamSet returns the upstream servers' Set whose transports this
-// package builds (newTransport), for NewRuntimeOn.
-func NewUpstreamSet(m *metrics.Metrics, log *slog.Logger) *upstreampkg.Set {
+// package builds (newTransport, each attempt traced by tr when not nil),
+// for NewRuntimeOn.
+func NewUpstreamSet(m *metrics.Metrics, log *slog.Logger, tr *tracing.Tracer) *upstreampkg.Set {
 	return upstreampkg.NewSet(upstreampkg.Options{
 		NewTransport: func(u *config.Upstream, server *url.URL) (upstreampkg.Transport, error) {
-			return newTransport(u, server)
+			return newServerTransport(u, server, tr)
 		},
 		Metrics: m, Log: log,
 	})

@@ -22,6 +22,7 @@ import (
 	"rlproxy/internal/store/memory"
 	"rlproxy/internal/store/valkey"
 	"rlproxy/internal/tlsutil"
+	"rlproxy/internal/tracing"
 	"rlproxy/internal/upstream"
 )
 
@@ -37,6 +38,7 @@ type process struct {
 	live    *live.Recorder
 	rls     *envoyrls.Service // nil when envoy_rls was off at start
 	started time.Time
+	tracer  *tracing.Tracer // exports traces (tracing, read at start only); nil: off
 }
 
 func newProcess(opts Options) *process {
@@ -186,6 +188,7 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 	vs, err := valkey.New(context.Background(), valkey.Options{
 		Addrs: v.Addrs, Username: v.Username, Password: v.Password, TLS: tc,
 		Timeout: v.Timeout, KeyPrefix: v.KeyPrefix, SentinelMaster: v.SentinelMaster,
+		TraceRoundTrip: a.proc.tracer.StoreHook(),
 		// One failed round trip (a batch of many decisions, one node) is
 		// one store error, as the breaker judges it.
 		OnRoundTrip: func(node string, err error) {

@@ -31,6 +31,7 @@ import (
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/proxy"
 	"rlproxy/internal/reload"
+	"rlproxy/internal/tracing"
 )
 
 // Options tune an App beyond its configuration file.
@@ -89,15 +90,21 @@ func New(path string, opts Options) (*App, error) {
 	a.proc = newProcess(opts)
 	a.log = logging.New(cfg.Log, a.proc.logOut, &a.proc.level)
 	a.metrics = metrics.New(a.proc.reg, opts.Version)
-	a.proc.ups = proxy.NewUpstreamSet(a.metrics, a.log)
+	if a.proc.tracer, err = tracing.New(cfg.Tracing, tracing.Options{Registerer: a.proc.reg, Log: a.log, Version: opts.Version}); err != nil {
+		_ = a.proc.floor.Close()
+		return nil, err
+	}
+	a.proc.ups = proxy.NewUpstreamSet(a.metrics, a.log, a.proc.tracer)
 	g, err := a.provision(cfg, nil)
 	if err != nil {
 		a.proc.ups.Close()
 		_ = a.proc.floor.Close()
+		_ = a.proc.tracer.Shutdown(context.Background())
 		return nil, err
 	}
 	returnLoadMemory()
 	a.srv = proxy.New(g.rt, a.metrics, a.log)
+	a.srv.SetTracer(a.proc.tracer)
 	a.srv.Record(a.proc.live)
 	if cfg.EnvoyRLS.Listen != "" {
 		a.proc.rls = envoyrls.New(a.metrics, a.log, grpc.ChainUnaryInterceptor(a.inGenerationRPC))
@@ -235,6 +242,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.reloadMu.Unlock()
 	_ = a.proc.floor.Close()
 	a.proc.ups.Close()
+	_ = a.proc.tracer.Shutdown(ctx) // after the in-flight requests: their spans are queued
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutting down: %w", err)
 	}

@@ -59,6 +59,10 @@ func newServer(upstream string, u *url.URL, tr Transport, key string) *Server {
 	return &Server{Upstream: upstream, Label: hostPort(u), url: u, transport: tr, key: key}
 }
 
+// ServerLabel is the label of the server at u (Server.Label): its
+// host:port, the scheme's default port made explicit.
+func ServerLabel(u *url.URL) string { return hostPort(u) }
+
 // hostPort is u's host:port with the scheme's default port made explicit.
 func hostPort(u *url.URL) string {
 	if u.Port() != "" {

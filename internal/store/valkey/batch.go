@@ -165,7 +165,33 @@ func (s *Store) sendAlone(c valkeygo.Client, cl *call) reply {
 	ctx, cancel := context.WithTimeout(context.Background(), s.tmo)
 	defer cancel()
 	t := s.topo.table.Load()
+	end := s.traceOne(cl.ctx)
 	res := s.script.Exec(ctx, c, cl.keys, cl.args)
 	s.roundTrip(s.blame(t, cl.keys[0], res.Error()), res.Error())
+	if end != nil {
+		end(roundTripErr(res.Error()))
+	}
 	return reply{res: res, n: 1}
+}
+
+// traceOne starts the traced round trip of one run under ctx
+// (Options.TraceRoundTrip); nil when tracing is off.
+func (s *Store) traceOne(ctx context.Context) func(error) {
+	if s.trace == nil {
+		return nil
+	}
+	return s.trace([]context.Context{ctx})
+}
+
+// traceBatch starts the traced round trip of a batch of calls
+// (Options.TraceRoundTrip); nil when tracing is off.
+func (s *Store) traceBatch(calls []*call) func(error) {
+	if s.trace == nil {
+		return nil
+	}
+	ctxs := make([]context.Context, len(calls))
+	for i, cl := range calls {
+		ctxs[i] = cl.ctx
+	}
+	return s.trace(ctxs)
 }

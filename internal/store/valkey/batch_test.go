@@ -534,3 +534,50 @@ func TestBatchMerge(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchTraced: a batch of three decisions is one traced round trip
+// (Options.TraceRoundTrip) given the three callers' contexts, ended once
+// without error.
+func TestBatchTraced(t *testing.T) {
+	st, _ := newStore(t)
+	type mark struct{}
+	var mu sync.Mutex
+	var got [][]int
+	ends := 0
+	st.trace = func(ctxs []context.Context) func(error) {
+		var ids []int
+		for _, c := range ctxs {
+			ids = append(ids, c.Value(mark{}).(int))
+		}
+		slices.Sort(ids)
+		mu.Lock()
+		got = append(got, ids)
+		mu.Unlock()
+		return func(err error) {
+			if err != nil {
+				t.Errorf("round trip ended with %v", err)
+			}
+			mu.Lock()
+			ends++
+			mu.Unlock()
+		}
+	}
+	holdBatches(t, st, 3, nil)
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Go(func() {
+			l := algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 3_600_000}
+			out := make([]algo.Decision, 1)
+			c := []store.Check{{Key: fmt.Sprintf("rl:v2:{traced%d}:fw", g), Limit: l, Cost: 1}}
+			if _, err := st.Decide(context.WithValue(context.Background(), mark{}, g), c, base, out); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || !slices.Equal(got[0], []int{0, 1, 2}) || ends != 1 {
+		t.Fatalf("traced round trips %v (ended %d), want one of callers [0 1 2] ended once", got, ends)
+	}
+}

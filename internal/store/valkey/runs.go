@@ -116,6 +116,10 @@ func (s *Store) send(c valkeygo.Client, calls []*call) {
 	runs = groupRuns(calls)
 	ctx, cancel := context.WithTimeout(context.Background(), s.tmo)
 	defer cancel()
+	var tripErr error // the first round trip's failure, for the trace
+	if end := s.traceBatch(calls); end != nil {
+		defer func() { end(tripErr) }()
+	}
 
 	todo := make([]*run, 0, len(runs))
 	for i := range runs {
@@ -148,6 +152,9 @@ func (s *Store) send(c valkeygo.Client, calls []*call) {
 		t := s.topo.table.Load()
 		for j, res := range c.DoMulti(ctx, cmds...) {
 			trips.add(s.blame(t, todo[j].calls[0].keys[0], res.Error()), res.Error())
+			if tripErr == nil {
+				tripErr = roundTripErr(res.Error())
+			}
 			if err, ok := valkeygo.IsValkeyErr(res.Error()); ok && err.IsNoScript() {
 				again = append(again, todo[j])
 				continue

@@ -74,6 +74,12 @@ type Options struct {
 	// breaker and a promoted replica starts with a closed one. It runs on
 	// the topology watcher's goroutine.
 	OnTopology func(nodes []string)
+	// TraceRoundTrip, when non-nil, is called as a round trip carrying
+	// decisions starts, with the contexts of the requests it decides (one
+	// for a run sent alone, one per call of a batch), and returns what is
+	// called with the round trip's error when it ends: package tracing's
+	// span per round trip. Called on the request path: keep it short.
+	TraceRoundTrip func(ctxs []context.Context) (end func(error))
 }
 
 // Store is a store.Store on Valkey. It is safe for concurrent use.
@@ -92,6 +98,7 @@ type Store struct {
 	limits limitCache // each limit's ARGV strings (args.go)
 	batch  batcher    // concurrent runs share one DoMulti (batch.go)
 	onTrip func(node string, err error)
+	trace  func(ctxs []context.Context) (end func(error)) // Options.TraceRoundTrip
 	onTopo func(nodes []string)
 	topo   topology // Cluster slot owners (nodes.go)
 	single string   // the node name outside Cluster mode
@@ -127,6 +134,7 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 		sha:        ScriptSHA(),
 		connecting: make(chan struct{}, 1),
 		onTrip:     opt.OnRoundTrip,
+		trace:      opt.TraceRoundTrip,
 		onTopo:     opt.OnTopology,
 		topo:       topology{kick: make(chan struct{}, 1), stop: make(chan struct{})},
 		single:     singleName(opt.Addrs),
@@ -273,9 +281,13 @@ func (s *Store) exec(ctx context.Context, c valkeygo.Client, mode string, checks
 	tctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	t := s.topo.table.Load()
+	end := s.traceOne(ctx)
 	reply, err = s.script.Exec(tctx, c, cl.keys, cl.args).ToArray()
 	if mode != modeRefund && !(errors.Is(err, context.Canceled) && ctx.Err() != nil) {
 		s.roundTrip(s.blame(t, cl.keys[0], err), err)
+	}
+	if end != nil {
+		end(roundTripErr(err))
 	}
 	return reply, 0, 1, err
 }
