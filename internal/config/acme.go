@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/mail"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -61,7 +62,7 @@ func (l *loader) acmeSection(dst **ACME) *section {
 	return &section{
 		optional: true,
 		fields: []field{
-			{name: "email", value: l.strVal(&a.Email), doc: "Contact address of the ACME account (the CA's expiry and policy notices)."},
+			{name: "email", value: l.acmeEmailVal(a, bad), doc: "Contact address of the ACME account (the CA's expiry and policy notices)."},
 			{name: "domains", need: "required: the names to obtain certificates for", value: value{func() schema { return listShape(stringShape(), false) }, func(n *yaml.Node, path string) {
 				if !l.acmeDomains(n, path, a) {
 					bad()
@@ -81,7 +82,7 @@ func (l *loader) acmeSection(dst **ACME) *section {
 					bad()
 				}
 			}}, doc: "Directory (created 0700, files 0600) holding the ACME account, certificates and keys, or valkey: the store.valkey server, shared by a fleet (needs store type valkey and storage_secret_env)."},
-			{name: "storage_secret_env", value: l.secretVal(&a.StorageSecret, 16),
+			{name: "storage_secret_env", value: l.acmeSecretVal(a),
 				doc: "Environment variable holding the secret (at least 16 bytes) that encrypts what storage: valkey keeps (AES-256-GCM); the same on every instance."},
 			{name: "http_listen", value: l.listenVal(&a.HTTPListen),
 				doc: "Plain HTTP listener, HOST:PORT (\":80\" needs CAP_NET_BIND_SERVICE): answers HTTP-01 challenges and redirects every other request to HTTPS."},
@@ -102,12 +103,43 @@ func (l *loader) acmeSection(dst **ACME) *section {
 				l.errorf(o.missing(), o.field("storage_secret_env"), "required with storage valkey: the secret that encrypts the stored keys")
 				return
 			}
-			if a.Storage != StorageValkey && a.StorageSecret != nil {
+			if a.Storage != StorageValkey && o.has("storage_secret_env") {
 				l.warnf(o.get("storage_secret_env"), o.field("storage_secret_env"), "unused: only storage valkey is encrypted (a directory is protected by its 0700 permissions)")
 			}
 			*dst = a
 		},
 	}
+}
+
+// acmeSecretVal decodes tls.acme.storage_secret_env, reading the variable
+// only for storage valkey (decoded before it), the one storage it encrypts:
+// beside a directory it is unused, a warning, unset or not.
+func (l *loader) acmeSecretVal(a *ACME) value {
+	secret := l.secretVal(&a.StorageSecret, 16)
+	return value{secret.shape, func(n *yaml.Node, path string) {
+		if a.Storage == StorageValkey {
+			secret.set(n, path)
+		}
+	}}
+}
+
+// acmeEmailVal decodes tls.acme.email, a bare address (RFC 5322
+// addr-spec): the account's contact is its mailto: URL (RFC 8555 §7.3),
+// which a CA would otherwise refuse (invalidContact) only at the first order.
+func (l *loader) acmeEmailVal(a *ACME, bad func()) value {
+	return value{stringShape, func(n *yaml.Node, path string) {
+		v, ok := l.str(n, path)
+		if !ok {
+			bad()
+			return
+		}
+		if addr, err := mail.ParseAddress(v); v != "" && (err != nil || addr.Address != v) {
+			l.errorf(n, path, "%q: want an email address such as ops@example.com", v)
+			bad()
+			return
+		}
+		a.Email = v
+	}}
 }
 
 // acmeChallengesVal decodes tls.acme.challenges into a (sorted, each

@@ -42,11 +42,20 @@ func TestACME(t *testing.T) {
 		t.Fatalf("valkey storage: %v", err)
 	}
 
+	// Beside a directory the secret is unused: a warning, even unset.
+	c, err = parse("tls:\n  acme:\n    domains: [a.example.com]\n    storage_secret_env: RLPROXY_TEST_ACME_UNSET\n" + tail)
+	if want := path + ":4: tls.acme.storage_secret_env: unused: only storage valkey is encrypted (a directory is protected by its 0700 permissions)"; err != nil ||
+		len(c.Warnings) != 1 || c.Warnings[0].String() != want || c.TLS.ACME.StorageSecret != nil {
+		t.Fatalf("secret beside a directory: %v, warnings %v, want %s", err, c.Warnings, want)
+	}
+
 	acme := func(lines ...string) string {
 		return "tls:\n  acme:\n    " + strings.Join(lines, "\n    ") + "\n"
 	}
 	for _, tt := range []struct{ src, want string }{
 		{"tls:\n  acme:\n    email: a@b.c\n", path + `:2: tls.acme.domains: required: the names to obtain certificates for`},
+		{acme("domains: [a.example.com]", "email: ops"), path + `:4: tls.acme.email: "ops": want an email address such as ops@example.com`},
+		{acme("domains: [a.example.com]", `email: "Ops <ops@example.com>"`), path + `:4: tls.acme.email: "Ops <ops@example.com>": want an email address such as ops@example.com`},
 		{acme("domains: []"), path + `:3: tls.acme.domains: want at least one name`},
 		{acme(`domains: ["*.example.com"]`), path + `:3: tls.acme.domains[0]: "*.example.com": wildcard names need the DNS-01 challenge, which rlproxy does not support`},
 		{acme("domains: [localhost]"), path + `:3: tls.acme.domains[0]: "localhost": want a DNS host name`},

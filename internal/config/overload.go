@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/textproto"
+	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -76,6 +77,15 @@ func (l *loader) priorityFields() []field {
 	}
 }
 
+// warnPriorityHeader warns about a server.priority_header no request can
+// set: it is believed only from real_ip.trusted_proxies, and there are none.
+func (l *loader) warnPriorityHeader(top object) {
+	if l.c.Server.PriorityHeader != "" && len(l.c.RealIP.TrustedProxies) == 0 {
+		l.warnf(mappingValue(top.get("server"), "priority_header"), "server.priority_header",
+			"ignored: no real_ip.trusted_proxies, the only peers it is believed from (every other peer's is removed)")
+	}
+}
+
 // priorityClasses decodes server.priority_classes.
 func (l *loader) priorityClasses(n *yaml.Node, path string) {
 	items, ok := l.list(n, path, false)
@@ -123,17 +133,16 @@ func (l *loader) priorityClasses(n *yaml.Node, path string) {
 	l.c.Server.PriorityClasses = classes
 }
 
-// share decodes a number in [0, 1].
+// share decodes a class's share, a number in [0, 1]: 0 guarantees the class
+// nothing (it gets what the others leave), unlike breaker ratios' (0, 1].
 func (l *loader) share(n *yaml.Node, path string) (float64, bool) {
-	if isZero(n) {
-		return 0, true
+	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!float" || n.ShortTag() == "!!int") {
+		if v, err := strconv.ParseFloat(n.Value, 64); err == nil && v >= 0 && v <= 1 {
+			return v, true
+		}
 	}
-	return l.ratio(n, path)
-}
-
-// isZero reports whether n is the number 0.
-func isZero(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && (n.Value == "0" || n.Value == "0.0")
+	l.errorf(n, path, "%s: want a number from 0 to 1", describe(n))
+	return 0, false
 }
 
 // ClassNames returns the configured priority classes' names, highest

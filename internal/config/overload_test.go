@@ -72,6 +72,10 @@ func TestOverloadProblems(t *testing.T) {
 			"x.yaml:1: server.priority_classes: the shares sum to 1.1: at most 1"},
 		{"duplicate class", "server: { priority_classes: [{ name: a, share: 0.1 }, { name: a, share: 0.1 }] }\n" + base + route,
 			`x.yaml:1: server.priority_classes[1].name: "a": duplicate class (first at line 1)`},
+		{"share below 0", "server: { priority_classes: [{ name: a, share: -0.1 }] }\n" + base + route,
+			`x.yaml:1: server.priority_classes[0].share: "-0.1": want a number from 0 to 1`},
+		{"share as text", "server: { priority_classes: [{ name: a, share: half }] }\n" + base + route,
+			`x.yaml:1: server.priority_classes[0].share: "half": want a number from 0 to 1`},
 		{"bad header", "server: { priority_header: 'x y' }\n" + base + route,
 			`x.yaml:1: server.priority_header: "x y" is not a header name`},
 	}
@@ -82,5 +86,40 @@ func TestOverloadProblems(t *testing.T) {
 				t.Fatalf("error %v\nwant %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestPriorityShareZero: a share of 0, however written, is accepted (the
+// class is guaranteed nothing), not refused as a breaker ratio would be.
+func TestPriorityShareZero(t *testing.T) {
+	for _, zero := range []string{"0", "0.0", "0.00", "0e0"} {
+		src := "server: { priority_classes: [{ name: a, share: 0.5 }, { name: b, share: " + zero + " }] }\n" +
+			"upstreams:\n  app: { url: http://127.0.0.1:9001 }\nroutes: [{ name: r, upstream: app }]\n"
+		c, err := ParseWith("/etc/rlproxy/x.yaml", []byte(src), LoadOptions{})
+		if err != nil {
+			t.Errorf("share %s: %v", zero, err)
+			continue
+		}
+		if got := c.Server.PriorityClasses; len(got) != 2 || got[1] != (PriorityClass{"b", 0}) {
+			t.Errorf("share %s: classes %+v", zero, got)
+		}
+	}
+}
+
+// TestPriorityHeaderWarning: a priority header with no trusted proxy to
+// believe it from is a warning naming its line; with one it is not.
+func TestPriorityHeaderWarning(t *testing.T) {
+	const rest = "upstreams:\n  app: { url: http://127.0.0.1:9001, adaptive_concurrency: {} }\nroutes: [{ name: r, upstream: app }]\n"
+	c, err := ParseWith("/etc/rlproxy/x.yaml", []byte("server:\n  priority_header: X-Priority\n"+rest), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "/etc/rlproxy/x.yaml:2: server.priority_header: ignored: no real_ip.trusted_proxies, the only peers it is believed from (every other peer's is removed)"
+	if len(c.Warnings) != 1 || c.Warnings[0].String() != want {
+		t.Errorf("warnings %v, want %s", c.Warnings, want)
+	}
+	c, err = ParseWith("/etc/rlproxy/x.yaml", []byte("server: { priority_header: X-Priority }\nreal_ip: { trusted_proxies: [10.0.0.0/8] }\n"+rest), LoadOptions{})
+	if err != nil || len(c.Warnings) != 0 {
+		t.Errorf("with trusted proxies: %v, warnings %v", err, c.Warnings)
 	}
 }

@@ -77,6 +77,7 @@ func (l *loader) topCheck(o object) {
 	l.warnCredentials(o)
 	l.warnTLSKeys(o)
 	l.checkACME(o)
+	l.warnPriorityHeader(o)
 }
 
 // source says where a listener's value came from: ov, the file's field, or

@@ -141,7 +141,7 @@ func TestOneTrace(t *testing.T) {
 	rcv := otlpreceiver.Start(t)
 	up := startUpstream(t, sdkTracer(t, rcv, "upstream"))
 	var log syncBuffer
-	in := rlproxytest.StartWithLog(t, config(up.URL, rcv.GRPCURL, "1", true, "log: {access: {enabled: true}}"), &log)
+	in := rlproxytest.Start(t, config(up.URL, rcv.GRPCURL, "1", true, "log: {access: {enabled: true}}"), rlproxytest.WithLog(&log))
 	client := sdkTracer(t, rcv, "client")
 
 	ctx, cs := client.Start(context.Background(), "client GET", trace.WithSpanKind(trace.SpanKindClient))
