@@ -12,7 +12,8 @@ var concurrency = Algorithm{
 	Kind: Concurrency, Name: "concurrency", Label: "concurrency", Code: "cc", Listed: 6,
 	Fields: []string{"limit", "lease"}, Required: []string{"limit"},
 	MaxCount: MaxCount, Var: true, Leases: true,
-	params: concurrencyParams,
+	NoSlice: "it counts requests in flight, which end at their own time: leases cannot be taken in advance",
+	params:  concurrencyParams,
 }
 
 // concurrencyOp performs operation o of the concurrency limit (Limit.run).

@@ -11,8 +11,8 @@ import (
 var fixedWindow = Algorithm{
 	Kind: FixedWindow, Name: "fixed_window", Label: "fixed window", Code: "fw", Listed: 3,
 	Fields: []string{"limit", "window", "calendar", "timezone"}, Required: []string{"limit"},
-	MaxCount: MaxWindowCount,
-	params:   windowParams,
+	MaxCount: MaxWindowCount, Slices: SliceWindow,
+	params: windowParams,
 }
 
 // fixedWindowOp performs operation o of the fixed window (Limit.run).

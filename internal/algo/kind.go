@@ -84,6 +84,13 @@ type Algorithm struct {
 	// lease whatever the cost, so the quota never refuses it and nothing is
 	// charged unconditionally.
 	Leases bool
+	// Slices is how an allotment (a slice of a key's allowance an
+	// instance takes from a shared store and spends locally) is cut for
+	// this algorithm; SliceNone refuses allotments, for NoSlice's reason.
+	Slices SliceRule
+	// NoSlice is why allotments cannot be exact for this algorithm (shown
+	// by validate), "" when Slices allows them.
+	NoSlice string
 
 	// params is Limit.String after the label ("10 r/s (burst 20)").
 	params func(l *Limit) string
@@ -102,6 +109,23 @@ const (
 	// QuotaBurstAndOne: q is Burst + 1 (nginx's burst is the excess
 	// beyond the request that fills the bucket).
 	QuotaBurstAndOne
+)
+
+// SliceRule is how an algorithm's allowance is cut into allotments
+// (package allotment), and so which bound the fleet keeps.
+type SliceRule uint8
+
+// The slice rules.
+const (
+	// SliceNone: no allotments (Algorithm.NoSlice says why).
+	SliceNone SliceRule = iota
+	// SliceWindow: a slice is units of one window, charged to that
+	// window and spent only while the window lasts: the fleet never
+	// admits more than the limit in a window.
+	SliceWindow
+	// SliceBucket: a slice is tokens taken at once and spent within the
+	// allotment's ttl: in any interval L at most B + rate·(L + ttl).
+	SliceBucket
 )
 
 // quota is q of l under rule r.

@@ -11,7 +11,8 @@ var leakyBucket = Algorithm{
 	Kind: LeakyBucket, Name: "leaky_bucket", Label: "leaky bucket", Code: "lb", Listed: 1,
 	Fields: []string{"rate", "burst", "nodelay", "delay"}, Required: []string{"rate"},
 	MaxCount: MaxCount, Bucket: true, Quota: QuotaBurstAndOne,
-	params: leakyParams,
+	NoSlice: "a delayed request's wait depends on the whole fleet's excess at its decision, which a local slice does not know (nodelay slices are not built yet)",
+	params:  leakyParams,
 }
 
 // leakyBucketOp performs operation o of the leaky bucket (Limit.run).

@@ -8,7 +8,8 @@ var slidingLog = Algorithm{
 	Kind: SlidingLog, Name: "sliding_log", Label: "sliding log", Code: "sl", Listed: 4,
 	Fields: []string{"limit", "window"}, Required: []string{"limit", "window"},
 	MaxCount: MaxLogCount, Var: true,
-	params: windowParams,
+	NoSlice: "its entries are request times, not units: a slice spent locally would enter the log at other times than it was charged",
+	params:  windowParams,
 }
 
 // slidingLogOp performs operation o of the sliding log (Limit.run).

@@ -9,7 +9,7 @@ import "fmt"
 var tokenBucket = Algorithm{
 	Kind: TokenBucket, Name: "token_bucket", Label: "token bucket", Code: "tb", Listed: 2,
 	Fields: []string{"rate", "burst"}, Required: []string{"rate", "burst"},
-	MaxCount: MaxCount, MinBurst: 1, Bucket: true, Quota: QuotaBurst,
+	MaxCount: MaxCount, MinBurst: 1, Bucket: true, Quota: QuotaBurst, Slices: SliceBucket,
 	params: tokenParams,
 }
 

@@ -451,6 +451,10 @@ type Policy struct {
 	// CountStatus, when not nil, limits the charge to requests whose
 	// response status is in it (count_status, settle.go); nil counts all.
 	CountStatus *StatusSet
+	// Allotment, when not nil, lets an instance decide the policy's hot
+	// keys from slices of their allowance (allotment:); nil decides every
+	// request in the store.
+	Allotment *Allotment
 }
 
 // Plans maps a credential to a named plan, each plan a list of policies.

@@ -89,6 +89,8 @@ func (d *decoder) policySection(p *Policy) *section {
 			{name: "dry_run", def: "false", value: d.boolVal(&p.DryRun), doc: "Would-be refusals pass and are counted (nginx limit_req_dry_run)."},
 			{name: "exempt", value: d.prefixesVal(&p.Exempt), doc: "Client addresses or CIDRs that pass uncounted."},
 			{name: "fallback", value: checked(func() schema { return objectShape(fallbackSection()) }), doc: "Per-instance token bucket applied while the store is down and the policy fails open; absent: allow all."},
+			{name: "allotment", sub: d.allotmentSection(p),
+				doc: "With the valkey store: an instance decides a key it sees often from a slice of the key's allowance, taken from the store ahead (the bounds per algorithm: the operator's reference, Allotments). Not for sliding_log, sliding_window, leaky_bucket or concurrency. Absent: every request is decided in the store."},
 			{name: "count_status", value: checked(countStatusShape),
 				doc: "Only responses with these statuses are charged (codes 100 to 599, classes \"1xx\" to \"5xx\"); the charge is settled after the response; not for concurrency. Absent: every request counts."},
 		}, d.algorithmFields()),
@@ -96,6 +98,7 @@ func (d *decoder) policySection(p *Policy) *section {
 			if !o.bad {
 				d.fallback(o, p)
 				d.policyLimit(o, p)
+				d.allotmentValid(o, p)
 			}
 		},
 		extend: d.extendPolicy,

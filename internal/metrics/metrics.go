@@ -57,6 +57,7 @@ type Metrics struct {
 	lastReload    prometheus.Gauge
 
 	memory *memoryCollector
+	allot  *allotmentCollector
 
 	traffic           *traffic // traffic.go
 	cleanupErrors     *prometheus.CounterVec
@@ -134,6 +135,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 			Name: "rlproxy_config_last_reload_success_timestamp_seconds",
 			Help: "Unix time of the last successful config load.",
 		}),
+		allot: newAllotmentCollector(),
 		memory: &memoryCollector{
 			keys: prometheus.NewDesc("rlproxy_memory_store_keys",
 				"Keys held by the in-process store.", nil, nil),
@@ -163,7 +165,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 	reg.MustRegister(
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
 		m.decisionDuration, m.storeDuration, m.delay, m.waiting, m.waitingLimit, m.breakerOpen,
-		m.localRefusals, m.shapingRefusals, reloads, m.lastReload, buildInfo, m.memory,
+		m.localRefusals, m.shapingRefusals, reloads, m.lastReload, buildInfo, m.memory, m.allot,
 		m.cleanupErrors, m.costHeaderInvalid, m.proxyErrors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

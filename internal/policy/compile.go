@@ -54,6 +54,7 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 			key:        ex,
 			keyTail:    ":" + name + ":" + kindCode(&cp.Limit),
 			pk:         pk,
+			allot:      storeAllotment(name, cp),
 		}
 	}
 	plans := map[string]*PlanSet{}
@@ -210,4 +211,15 @@ func kindCode(l *algo.Limit) string {
 		return a.Code
 	}
 	return "x"
+}
+
+// storeAllotment is the Allotment the checks of policy name carry (an
+// allotment layer decides them from slices), nil when it has none or is
+// a dry run: a dry run's would-be refusals stay exact store decisions.
+func storeAllotment(name string, cp *config.Policy) *store.Allotment {
+	a := cp.Allotment
+	if a == nil || cp.DryRun {
+		return nil
+	}
+	return &store.Allotment{Policy: name, MaxFraction: max(int64(math.Round(a.MaxFraction*1000)), 1), TTL: a.TTL.Milliseconds()}
 }

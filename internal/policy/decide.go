@@ -147,7 +147,7 @@ func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, v *
 	b = append(b, '}')
 	b = append(b, p.keyTail...)
 	res.keyBuf = b
-	ck := store.Check{Key: string(b), Limit: p.Limit, Cost: res.cost}
+	ck := store.Check{Key: string(b), Limit: p.Limit, Cost: res.cost, Allot: p.allot}
 	if p.Limit.Kind == algo.Concurrency && res.cost > 0 {
 		ck.Cost = 1
 		ck.Lease = l.leaseBase + strconv.FormatUint(l.leaseSeq.Add(1), 36)

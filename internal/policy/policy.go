@@ -83,8 +83,9 @@ type Policy struct {
 	Window int64
 
 	key     *clientkey.Extractor
-	keyTail string        // ":" + name + ":" + algorithm code: state is dropped when the algorithm changes
-	pk      *partitionKey // response.partition_key (ietf.go); nil when off
+	keyTail string           // ":" + name + ":" + algorithm code: state is dropped when the algorithm changes
+	pk      *partitionKey    // response.partition_key (ietf.go); nil when off
+	allot   *store.Allotment // the checks' allotment (storeAllotment); nil when off
 }
 
 // Route is one compiled route.

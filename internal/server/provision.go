@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rlproxy/internal/accesslog"
+	"rlproxy/internal/allotment"
 	"rlproxy/internal/config"
 	"rlproxy/internal/envoyrls"
 	"rlproxy/internal/live"
@@ -152,6 +153,7 @@ func sameStore(a, b config.Store) bool {
 
 func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, error) {
 	if cfg.Store.Type != "valkey" {
+		a.metrics.SetAllotments(nil)
 		ms := memory.New(memory.Options{MaxKeys: cfg.Store.MaxKeys})
 		a.metrics.SetMemoryStore(ms)
 		a.metrics.SetStoreUp(true)
@@ -212,10 +214,16 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 		return nil, nil, fmt.Errorf("building valkey store: %w", err)
 	}
 	a.metrics.SetStoreUp(true)
-	br := circs.Guard(vs, vs.Node)
+	// The allotment layer decides the hot keys of policies with
+	// `allotment:` from slices fetched from the store itself; every other
+	// decision passes on through the breaker. It is there whatever the
+	// policies say, so a reload that turns allotments on needs no new store.
+	al := allotment.New(circs.Guard(vs, vs.Node), vs, allotment.Options{Timeout: v.Timeout, SweepEvery: 100 * time.Millisecond})
+	a.metrics.SetAllotments(al)
+	var st store.Store = al
 	if v.DisableLocalCache { // local_cache: false
-		return br, nil, nil
+		return st, nil, nil
 	}
-	cache := guard.NewOverLimitCache(br, guard.OverLimitOptions{MaxEntries: 100_000, OnLocalRefusal: a.metrics.LocalRefusal})
+	cache := guard.NewOverLimitCache(st, guard.OverLimitOptions{MaxEntries: 100_000, OnLocalRefusal: a.metrics.LocalRefusal})
 	return cache, cache, nil
 }

@@ -31,6 +31,23 @@ type Check struct {
 	// Lease identifies the in-flight request for Concurrency limits (unique per
 	// request); empty for every other kind.
 	Lease string
+	// Allot, when not nil, lets an allotment layer (package allotment)
+	// decide the check from a slice of the key's allowance it holds;
+	// nil decides every request in the store.
+	Allot *Allotment
+}
+
+// Allotment is one policy's `allotment:` option: how large a slice of a
+// key's allowance an instance may hold, and for how long.
+type Allotment struct {
+	// Policy names the policy, for the metrics.
+	Policy string
+	// MaxFraction is the largest part of what is left that one slice
+	// takes, in thousandths (1..1000).
+	MaxFraction int64
+	// TTL is how long a slice may be spent, in ms from the local send of
+	// its fetch; then its unused units go back.
+	TTL int64
 }
 
 // Store decides requests against limiter state.

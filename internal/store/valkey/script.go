@@ -18,8 +18,8 @@ var luaFiles embed.FS
 
 // Script returns the decision script's source exactly as Decide sends it
 // (EVAL on NOSCRIPT): the prelude, each algorithm's file in algo.Kind
-// order, the dispatch function generated from the algorithms' descriptors
-// (dispatchLua) and the dispatcher. Benchmarks that drive the server
+// order, the dispatch functions generated from the algorithms' descriptors
+// (dispatchLua, allotterLua) and the dispatcher. Benchmarks that drive the server
 // directly use it too (redis-benchmark EVALSHA, bench/valkey.sh). Its
 // arguments are described in lua/dispatch.lua. It panics if a part is
 // missing from the embedded files, a build mistake every test of the
@@ -43,6 +43,7 @@ func Script() string {
 		src.WriteString(unitReturn(a))
 	}
 	src.WriteString(dispatchLua())
+	src.WriteString(allotterLua())
 	part("dispatch.lua")
 	return src.String()
 }
@@ -93,6 +94,12 @@ func unitReturn(a *algo.Algorithm) string {
 	if a.Has("calendar") {
 		fns += ", " + luaFuncs(a, a.Name+"_calendar")
 	}
+	if a.Slices != algo.SliceNone { // after the others: allotter picks them (allotterLua)
+		fns += ", allot_" + a.Name
+		if a.Has("calendar") {
+			fns += ", allot_" + a.Name + "_calendar"
+		}
+	}
 	return "  return " + fns + "\nend\n"
 }
 
@@ -133,5 +140,31 @@ func dispatchLua() string {
 	}
 	b.WriteString("  end\nend\n")
 	fmt.Fprintf(&b, "local kinds = %d\n", last)
+	return b.String()
+}
+
+// allotterLua writes the function allotter(kind), which returns the
+// kind's allot_<name> (lua/dispatch.lua's mode 4) for the algorithms that
+// slice (algo.Algorithm.Slices), their calendar variants included, and
+// nil for the others: the last values of the algorithm's unit_<name>
+// (unitReturn), picked with select.
+func allotterLua() string {
+	var b strings.Builder
+	b.WriteString("local function allotter(kind)\n")
+	for _, a := range algo.Kinds() {
+		if a.Slices == algo.SliceNone {
+			continue
+		}
+		at := 5 // after decide, refund, charge and quota (unitReturn)
+		if a.Has("calendar") {
+			at = 9 // and their calendar variants
+		}
+		fmt.Fprintf(&b, "  if kind == %d then\n    return (select(%d, unit_%s()))\n  end\n", a.Kind, at, a.Name)
+		if a.Has("calendar") {
+			l := algo.Limit{Kind: a.Kind, Calendar: &algo.Calendar{}}
+			fmt.Fprintf(&b, "  if kind == %d then\n    return (select(%d, unit_%s()))\n  end\n", scriptKind(&l), at+1, a.Name)
+		}
+	}
+	b.WriteString("  return nil\nend\n")
 	return b.String()
 }

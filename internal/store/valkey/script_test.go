@@ -25,6 +25,12 @@ func TestScriptParts(t *testing.T) {
 		if a.Has("calendar") {
 			names = append(names, a.Name+"_calendar", "refund_"+a.Name+"_calendar", "charge_"+a.Name+"_calendar")
 		}
+		if a.Slices != algo.SliceNone {
+			names = append(names, "allot_"+a.Name)
+			if a.Has("calendar") {
+				names = append(names, "allot_"+a.Name+"_calendar")
+			}
+		}
 		for _, n := range names {
 			if !strings.Contains(src, "local function "+n+"(") {
 				t.Errorf("%s: no function %s in lua/%s.lua", a.Name, n, a.Name)

@@ -3,7 +3,7 @@
 -- server's TIME), ARGV[2] = mode: 0 decide (charge all or none), 1 check
 -- (decide, write nothing; accepted checks report their cost-0 values), 2
 -- refund (undo a charge made at now, refund_<name>; reply {now}), 3 charge
--- (unconditionally, charge_<name>; reply {now}); ARGV[3] = n, the number
+-- (unconditionally, charge_<name>; reply {now}), 4 allot (below); ARGV[3] = n, the number
 -- of identical requests to decide one after another at now (1 to 1000; 1
 -- in modes 2 and 3); then 8 per check: kind, Count, Period, Burst, Delay,
 -- NoDelay (0/1), cost, lease id. The kind is an algo.Kind, or from
@@ -46,6 +46,21 @@ local function check(i)
   end
   return kind, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]),
     tonumber(ARGV[b + 5]), nodelay, tonumber(ARGV[b + 7]), ARGV[b + 8]
+end
+
+-- Mode 4 takes an allotment (package allotment): one check whose cost
+-- slot holds the units wanted, and ARGV[3] (n) the largest part of what
+-- is left to grant, in thousandths. The generated function allotter(kind)
+-- returns the kind's allot_<name>, nil when it takes no allotments.
+-- Reply: {now, granted, left after them, resetAfter}.
+if mode == '4' then
+  local f = #KEYS == 1 and allotter(tonumber(ARGV[4]))
+  if not f then
+    return redis.error_reply('ERR rlproxy: an allotment takes one check of an algorithm that slices')
+  end
+  local kind, count, period, burst, delay, nodelay, want, lease = check(1)
+  local grant, left, reset = f(KEYS[1], now, count, period, burst, delay, nodelay, want, lease, n)
+  return { now, grant, left, reset }
 end
 
 -- settle refunds (mode 2) or charges (mode 3, the cost capped at the

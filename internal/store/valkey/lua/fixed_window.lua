@@ -70,3 +70,26 @@ local function charge_fixed_window_calendar(key, now, count, b0, b1, b2, b3, cos
   local _, start, stop = calendar_span(now, b0, b1, b2, b3, tail)
   fw_charge(key, start, stop - now, count, cost)
 end
+
+-- fw_allot takes a slice of window cw (ending in reset ms): at most want
+-- units and at most permille/1000 of those left, charged at once. It
+-- returns the units granted, those left after them and reset.
+local function fw_allot(key, count, cw, reset, want, permille)
+  local n = fw_count(key, cw)
+  local left = math.max(count - n, 0)
+  local grant = math.min(want, fdiv(left * permille, 1000))
+  if grant > 0 then
+    save(key, reset, 2, cw, n + grant)
+  end
+  return grant, left - grant, reset
+end
+
+local function allot_fixed_window(key, now, count, W, _, _, _, want, _, permille)
+  local cw = fdiv(now, W)
+  return fw_allot(key, count, cw, (cw + 1) * W - now, want, permille)
+end
+
+local function allot_fixed_window_calendar(key, now, count, b0, b1, b2, b3, want, tail, permille)
+  local _, start, stop = calendar_span(now, b0, b1, b2, b3, tail)
+  return fw_allot(key, count, start, stop - now, want, permille)
+end

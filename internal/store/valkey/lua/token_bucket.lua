@@ -74,3 +74,19 @@ end
 local function quota_token_bucket(_, burst)
   return burst
 end
+
+-- Take a slice: at most want tokens and at most permille/1000 of the
+-- whole tokens there are, at once. Returns the tokens granted, the whole
+-- tokens left after them and the ms until the bucket is full again.
+local function allot_token_bucket(key, now, R, P, burst, _, _, want, _, permille)
+  local BP = burst * P
+  local T, L = tb_level(key, now, R, BP)
+  local left = fdiv(math.max(T, 0), P)
+  local grant = math.min(want, fdiv(left * permille, 1000))
+  local level = T - grant * P
+  local reset = cdiv(BP - level, R)
+  if grant > 0 then
+    save(key, L - now + reset, 2, BP - level, L)
+  end
+  return grant, left - grant, reset
+end
