@@ -41,16 +41,23 @@ func (s *Server) Judge(w http.ResponseWriter, r *http.Request, v *reqview.View, 
 	if !route.Limited() {
 		return true
 	}
-	res := s.results.Get().(*policy.Result)
-	defer s.results.Put(res)
-	if !s.decide(w, r, v, rt, route, ip, res) {
+	var a admission
+	a.begin(s, rt, route)
+	defer a.finish(nil) // never answered: nothing to settle
+	if !a.decide(r.Context(), v, ip) {
+		s.answerDecision(w, r, &a)
 		return false
 	}
-	setQuotaHeaders(w.Header(), rt.Config.Response.Headers, res)
-	if res.HasLeases() {
-		rt.Limiter.Release(res)
+	setQuotaHeaders(w.Header(), rt.Config.Response.Headers, a.res)
+	a.release()
+	switch a.wait(r.Context()) {
+	case capped:
+		s.answerCapped(w, r, v, &a, ip)
+		return false
+	case gone:
+		return false
 	}
-	return res.Wait <= 0 || s.wait(w, r, v, rt, route, ip, res)
+	return true
 }
 
 // WriteUntrustedCaller answers a decision listener's caller that is not

@@ -73,12 +73,13 @@ func (o *overload) index(name string) int {
 	return -1
 }
 
-// classOf returns r's class: the trusted hop's header, else its plan's
-// (res may be nil), else the route's. The header of an untrusted peer is
-// removed, so the upstream never sees a class the client chose.
-func (o *overload) classOf(r *http.Request, rt *Runtime, res *policy.Result) int {
+// classOf returns r's class: the trusted hop's header (peer is the TCP
+// peer), else its plan's (res may be nil), else the route's. The header
+// of an untrusted peer is removed, so the upstream never sees a class the
+// client chose.
+func (o *overload) classOf(r *http.Request, rt *Runtime, res *policy.Result, peer netip.Addr) int {
 	if name := rt.Config.Server.PriorityHeader; name != "" && r.Header[name] != nil {
-		if rt.realIP.Trusted(peerAddr(r.RemoteAddr)) {
+		if rt.realIP.Trusted(peer) {
 			if i := o.index(strings.TrimSpace(r.Header.Get(name))); i >= 0 {
 				return i
 			}
@@ -94,59 +95,35 @@ func (o *overload) classOf(r *http.Request, rt *Runtime, res *policy.Result) int
 	return o.class
 }
 
-// acquireSlot waits for a slot at up's gate (not nil) for r, allowed by
-// its policies (res, nil for a route without any) after waiting waited.
-// It returns the slot's ticket (the zero Ticket when r upgrades: a
-// session would hold a slot for its whole life), or answers
-// r itself — 503 overloaded, its charge refunded as a shaping-cap
-// refusal's; a client gone while waiting stays charged — and returns
-// false. The caller frees the ticket with finishSlot.
-func (s *Server) acquireSlot(rc *record, w http.ResponseWriter, r *http.Request, rt *Runtime, up *upstream, res *policy.Result, ip netip.Addr, waited time.Duration) (adaptive.Ticket, bool) {
-	o := &up.overload
-	if r.Header["Upgrade"] != nil {
-		return adaptive.Ticket{}, true
+// acquireSlot waits, by r's admission (rc.adm, which its policies
+// allowed), for a slot at up's adaptive gate, if it has one: the
+// admission holds the slot until it finishes. A request that upgrades
+// takes none (a session would hold a slot for its whole life). A request
+// shed is answered here — 503 overloaded, Retry-After the queue's drain —
+// and acquireSlot returns false, as it does for a client gone while
+// waiting.
+func (s *Server) acquireSlot(rc *record, w http.ResponseWriter, r *http.Request, up *upstream, ip netip.Addr) bool {
+	o, a := &up.overload, &rc.adm
+	if o.gate == nil || r.Header["Upgrade"] != nil {
+		return true
 	}
 	var client []byte
-	if res != nil {
-		client = res.Credential()
+	if a.res != nil {
+		client = a.res.Credential()
 	}
 	if client == nil {
-		a := ip.As16()
-		client = a[:]
+		b := ip.As16()
+		client = b[:]
 	}
-	srv := &rt.Config.Server
-	budget := adaptive.Waiting{Count: &s.waiting, Cap: int64(srv.MaxWaiting), Max: srv.MaxWait - waited}
-	t, out, ra := o.gate.Acquire(r.Context(), o.classOf(r, rt, res), client, budget, time.Now())
-	switch out {
-	case adaptive.Admitted:
-		return t, true
-	case adaptive.Gone:
-		if res != nil {
-			rt.Limiter.Settle(res, policy.Settlement{Status: statusClientClosed})
-		}
-		return t, false
-	}
-	rc.decision = decisionShed
-	if res != nil {
-		rt.Limiter.Refund(res) // a concurrency lease included: it goes at once
+	ra, ok := a.acquire(r.Context(), o.gate, o.classOf(r, a.rt, a.res, rc.view.Peer.Addr().Unmap()), client)
+	if ok || a.decision != decisionShed {
+		return ok
 	}
 	shed := s.results.Get().(*policy.Result)
 	defer s.results.Put(shed)
 	shed.Binding, shed.RetryAfter, shed.Now = -1, ra*1000, 0
 	writeProblem(w, r, problemOverloaded, nil, shed)
-	return t, false
-}
-
-// finishSlot frees t once r's response is over. The time the slot was
-// held (retries included) is the gate's latency sample, unless no
-// response came (a failure) or it is an event stream (its length is the
-// client's, not the upstream's).
-func finishSlot(rc *record, t adaptive.Ticket) {
-	if !t.Held() {
-		return
-	}
-	sample := rc.up.Status != 0 && !strings.HasPrefix(rc.Header().Get("Content-Type"), "text/event-stream")
-	t.Done(sample, time.Now())
+	return false
 }
 
 // Overload returns the figures of every upstream's adaptive gate at now,

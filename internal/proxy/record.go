@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"rlproxy/internal/metrics"
@@ -12,11 +13,12 @@ import (
 	upstreampkg "rlproxy/internal/upstream"
 )
 
-// record is one request's account for the traffic metrics and the access
-// log: the response writer seen by the rest of the request path, which
-// notes the status and bytes sent, plus what the path decided. Pooled by
-// Server; Unwrap lets http.ResponseController reach the connection
-// (flushes, hijacks for upgrades, deadlines).
+// record is one request's account for the traffic metrics, the access
+// log and its admission's settlement: the one response recorder of the
+// std engine, the response writer seen by the rest of the request path,
+// which notes the status and bytes sent, plus what the path decided (the
+// admission). Pooled by Server; Unwrap lets http.ResponseController reach
+// the connection (flushes, hijacks for upgrades, deadlines).
 type record struct {
 	http.ResponseWriter
 	status int   // first non-1xx status written; 0 = none yet
@@ -25,12 +27,12 @@ type record struct {
 	start   time.Time
 	route   string                // "" = no route matched
 	traffic *metrics.RouteTraffic // the route's series
-	// decision is the access log's verdict (decisionAllowed, ...), with
-	// policy (rejected by) and waitMS (delayed).
-	decision string
-	policy   string
-	waitMS   int64
-	up       upstreampkg.Exchange
+	// adm is the request's admission (admission.go), with the access
+	// log's verdict.
+	adm admission
+	up  upstreampkg.Exchange
+	// body is the request's watched body (withClientBody); nil: none.
+	body *clientBody
 	// logging is set when the access log is on; requestID is then the
 	// request's id (requestid.go).
 	logging   bool
@@ -114,13 +116,33 @@ func hijackSwitching(w http.ResponseWriter, status *int) (net.Conn, *bufio.ReadW
 	return c, brw, err
 }
 
+// finalStatus implements response: the final status, 499 (nginx's
+// "client closed request") when none was sent.
+func (rc *record) finalStatus() int {
+	if rc.status == 0 {
+		return statusClientClosed
+	}
+	return rc.status
+}
+
+// cost implements response from the written header map (responseCost).
+func (rc *record) cost(name string) (int64, bool) { return responseCost(rc.Header(), name) }
+
+// bodyTooLarge implements response.
+func (rc *record) bodyTooLarge() bool { return rc.body != nil && rc.body.tooLarge.Load() }
+
+// sampled implements response: the slot's hold time is the upstream's
+// latency unless no upstream response came (a failure) or it is an event
+// stream (its length is the client's, not the upstream's).
+func (rc *record) sampled() bool {
+	return rc.up.Status != 0 && !strings.HasPrefix(rc.Header().Get("Content-Type"), "text/event-stream")
+}
+
 // finish counts the answer in its route's series (route "-" when none
 // matched). A request that got no answer at all (the client left first)
 // counts as 499, nginx's code for it.
 func (rc *record) finish(rt *Runtime, now time.Time) {
-	if rc.status == 0 {
-		rc.status = 499
-	}
+	rc.status = rc.finalStatus()
 	t := rc.traffic
 	if rc.route == "" {
 		t = rt.noRoute

@@ -81,7 +81,7 @@ func (s *Server) logAccess(l *accesslog.Logger, rc *record, rt *Runtime, now tim
 		Time: rc.start, Client: rc.up.ClientIP, Peer: v.Peer, Method: v.Method, Host: v.RawHost,
 		Path: v.RawPath, Query: v.Query, Proto: v.Proto, UserAgent: ua, Referer: ref,
 		Status: rc.status, Bytes: rc.bytes, Duration: now.Sub(rc.start),
-		Route: rc.route, Decision: rc.decision, Policy: rc.policy, WaitMS: rc.waitMS,
+		Route: rc.route, Decision: rc.adm.decision, Policy: rc.adm.policy, WaitMS: rc.adm.waitMS,
 		Upstream: rc.up.Server, UpstreamStatus: rc.up.Status, UpstreamTime: rc.up.Duration, Retries: rc.up.Retries,
 		RequestID: rc.requestID, Redact: rt.redact,
 	}

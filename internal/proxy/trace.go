@@ -23,7 +23,7 @@ func (s *Server) SetTracer(t *tracing.Tracer) { s.tracer = t }
 // makes the trace id the request id (requestid.go). It returns r
 // carrying the span.
 func (s *Server) traceStart(rc *record, r *http.Request, rt *Runtime) *http.Request {
-	r, rc.trace = s.tracer.StartRequest(r, rt.realIP.Trusted(peerAddr(r.RemoteAddr)))
+	r, rc.trace = s.tracer.StartRequest(r, rt.realIP.Trusted(rc.view.Peer.Addr().Unmap()))
 	rc.requestID = rc.trace.TraceID()
 	return r
 }
@@ -35,7 +35,7 @@ func traceEnd(rc *record, r *http.Request, rt *Runtime) {
 		return
 	}
 	o := tracing.Outcome{
-		Route: rc.route, Decision: rc.decision, Policy: rc.policy, WaitMS: rc.waitMS, Client: rc.up.ClientIP,
+		Route: rc.route, Decision: rc.adm.decision, Policy: rc.adm.policy, WaitMS: rc.adm.waitMS, Client: rc.up.ClientIP,
 		Status: rc.status, Server: rc.up.Server, Retries: rc.up.Retries,
 	}
 	if up := rt.upstreams[rc.route]; up != nil && up.pool != nil {
