@@ -19,8 +19,8 @@ func normal(c net.Conn, req *http.Request) {
 }
 
 // Each case: the first request (method, /a) gets a misbehaving answer; the
-// second request (GET /b), sent once the upstream has written all of it,
-// must get its own answer. A "later" case writes its stray part only once
+// second request (GET /b), sent once rlproxy's side has acknowledged all
+// of it (in its socket, whatever the load), must get its own answer. A "later" case writes its stray part only once
 // the client has the first response (idle is closed), so it reaches a
 // connection that is idle in the pool.
 func TestTransportStrayResponseNotDelivered(t *testing.T) {
@@ -60,12 +60,12 @@ func TestTransportStrayResponseNotDelivered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			results := map[string]string{}
 			for _, which := range []string{"rlproxy", "reference"} {
-				idle, wrote := make(chan struct{}), make(chan struct{}, 1)
+				idle, wrote := make(chan struct{}), make(chan net.Conn, 1)
 				up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader, req *http.Request, n int) bool {
 					if req.URL.Path == "/a" {
 						tc.first(c, idle)
 						select { // a retried /a is answered again, signalled once
-						case wrote <- struct{}{}:
+						case wrote <- c:
 						default:
 						}
 						return true
@@ -77,11 +77,11 @@ func TestTransportStrayResponseNotDelivered(t *testing.T) {
 				c := &http.Client{Transport: &http.Transport{}}
 				code1, body1, err1 := tryGet(c, tc.method, base+"/a")
 				close(idle)
-				// A write on loopback is in the peer's socket when it
-				// returns: the stray bytes (and FIN) are at rlproxy's idle
+				// The stray bytes (and FIN) are at rlproxy's idle
 				// connection before /b is sent.
 				select {
-				case <-wrote:
+				case uc := <-wrote:
+					waitAcked(t, uc)
 				case <-time.After(10 * time.Second):
 					t.Fatal("the upstream did not finish its answer to /a in 10 s")
 				}
