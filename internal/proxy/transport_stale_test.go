@@ -15,11 +15,11 @@ import (
 // the connection; the reference, http.Transport, is logged alongside).
 func TestTransportBytesAfterBody(t *testing.T) {
 	for _, which := range []string{"rlproxy", "reference"} {
-		wrote := make(chan struct{}, 8)
+		wrote := make(chan net.Conn, 8)
 		up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader, req *http.Request, n int) bool {
 			body := "for:" + req.URL.Path
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s\r\n", len(body), body)
-			wrote <- struct{}{}
+			wrote <- c
 			return true
 		})
 		base := proxyFor(t, which, up.URL)
@@ -28,11 +28,12 @@ func TestTransportBytesAfterBody(t *testing.T) {
 		for i := range 3 {
 			code, body, err := tryGet(c, "GET", fmt.Sprintf("%s/%d", base, i))
 			got = append(got, fmt.Sprintf("%d %q %v", code, trunc(body), err))
-			// The next request goes out once the upstream's write of this
-			// answer (with its extra CRLF) returned: on loopback the CRLF
-			// is then at the proxy's idle connection.
+			// The next request goes out once the proxy's side has
+			// acknowledged this answer with its extra CRLF: the CRLF is
+			// then at the proxy's idle connection.
 			select {
-			case <-wrote:
+			case uc := <-wrote:
+				waitAcked(t, uc)
 			case <-time.After(10 * time.Second):
 				t.Fatalf("%s: the upstream did not answer request %d in 10 s", which, i)
 			}
