@@ -66,8 +66,7 @@ func TestTransportStaleConnectionBigRequestHeader(t *testing.T) {
 			if resp.StatusCode != 200 {
 				fails = append(fails, fmt.Sprintf("req %d: %d", i, resp.StatusCode))
 			}
-			up.CloseClientConnections()
-			time.Sleep(50 * time.Millisecond)
+			up.closeConns(t)
 		}
 		t.Logf("%s: failures %v; upstream served %d", which, fails, up.requests.Load())
 		if which == "rlproxy" && len(fails) > 0 {
