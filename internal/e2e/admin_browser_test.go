@@ -73,6 +73,7 @@ func adminBrowser(t *testing.T) context.Context {
 // 200 r/s, and 20 normal clients at 4 r/s each alternating /api (with
 // their API key) and /, two of which also burst 30 requests on /login.
 type adminTraffic struct {
+	started   time.Time // when the attacker's first request was due
 	mu        sync.Mutex
 	refusedAt []time.Time // the attacker's 429s
 
@@ -87,6 +88,7 @@ type adminTraffic struct {
 func (tr *adminTraffic) start(base string) {
 	const workers, rate = 4, 200
 	start := time.Now()
+	tr.started = start
 	for g := range workers {
 		tr.wgA.Add(1)
 		go func() {
@@ -172,8 +174,15 @@ func TestAdminPageInBrowser(t *testing.T) {
 	}
 	adminCheckLimits(t, ctx)
 
-	// Let 7 s of steady traffic through, then read the live figures.
-	time.Sleep(7 * time.Second)
+	// Read the live figures once the span the page averages (its
+	// data-rate-from) begins a second into the traffic, past the login
+	// burst's 20 tokens: every second it averages is steady traffic.
+	steady := tr.started.Add(time.Second).UnixMilli()
+	waitfor.True(t, "the page averaging steady traffic only", func() bool {
+		from, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('article.route[data-route="login"]').dataset.rateFrom || ""`))
+		ms, perr := strconv.ParseInt(from, 10, 64)
+		return err == nil && perr == nil && ms >= steady
+	})
 	from, to, refused, first, count := adminLiveFigures(t, ctx)
 	script := tr.refusedRate(from, to)
 	page, _ := strconv.ParseFloat(refused, 64)
@@ -192,7 +201,7 @@ func TestAdminPageInBrowser(t *testing.T) {
 	if remaining := adminLookup(t, ctx, "api", "key-05", "api_key"); remaining != strconv.FormatInt(want, 10) {
 		t.Errorf("quota lookup of key-05 on api shows %q remaining on api_key; want exactly %d (1000 − %d requests)", remaining, want, 1000-want)
 	}
-	time.Sleep(1500 * time.Millisecond) // one more poll draws the charts
+	adminNextPoll(t, ctx) // the charts drawn after the normal clients stopped
 	adminScreenshot(t, ctx)
 	if n := tr.failed.Load(); n > 0 {
 		t.Errorf("%d requests of the traffic script failed in transport", n)
@@ -249,15 +258,7 @@ func adminCheckLimits(t *testing.T, ctx context.Context) {
 // login_ip's top refused list with its count.
 func adminLiveFigures(t *testing.T, ctx context.Context) (from, to time.Time, refused, first, count string) {
 	t.Helper()
-	body := chromedp.CSS("body")
-	prev, err := chromedp.Run(ctx, chromedp.AttributeValue(body, "data-updated"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitfor.True(t, "the page's next poll", func() bool {
-		a, err := chromedp.Run(ctx, chromedp.AttributeValue(body, "data-updated"))
-		return err == nil && a.Exists && a.Value != prev.Value
-	})
+	adminNextPoll(t, ctx)
 	// One script: the reads see the same poll (it redraws at once).
 	figures, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[
 		document.querySelector('article.route[data-route="login"]').dataset.rateFrom,
@@ -274,6 +275,21 @@ func adminLiveFigures(t *testing.T, ctx context.Context) (from, to time.Time, re
 		t.Fatalf("the page averages %v..%v; want about 5 s", figures[0], figures[1])
 	}
 	return time.UnixMilli(fromMs), time.UnixMilli(toMs), figures[2], figures[3], figures[4]
+}
+
+// adminNextPoll waits until the page has drawn its next poll of
+// /api/stats (body's data-updated changed).
+func adminNextPoll(t *testing.T, ctx context.Context) {
+	t.Helper()
+	body := chromedp.CSS("body")
+	prev, err := chromedp.Run(ctx, chromedp.AttributeValue(body, "data-updated"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitfor.True(t, "the page's next poll", func() bool {
+		a, err := chromedp.Run(ctx, chromedp.AttributeValue(body, "data-updated"))
+		return err == nil && a.Exists && a.Value != prev.Value
+	})
 }
 
 // adminLookup submits the quota lookup form and returns the remaining

@@ -140,7 +140,11 @@ routes:
 	}
 	rec := promrules.NewRecording("rlproxy_breaker_open")
 	metrics := f.AdminURL(0) + "/metrics"
-	time.Sleep(time.Second)
+	// The load is under way before the kill: as many 200s as clients (the
+	// workers take the clients in turn, so every master has served keys).
+	waitfor.True(t, "as many 200s as clients before the kill", func() bool {
+		return live.ok.Load()+gone.ok.Load() >= clients
+	})
 	for range 2 {
 		rec.Scrape(t, metrics)
 		time.Sleep(alertStep)

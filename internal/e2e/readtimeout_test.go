@@ -34,7 +34,7 @@ routes:
 // (up to 100 s, until the test ends), recording when the 64 KiB were
 // flushed; /trickle with a chunk each second for 4 s (never a 2 s pause);
 // /sse with an event every 3 s, 3 times (past read_timeout, within
-// stream_idle_timeout); /slowhead with a head after 3 s; /reset by
+// stream_idle_timeout); /slowhead with no head until rlproxy gives up; /reset by
 // resetting the connection (SO_LINGER 0); anything else with "ok".
 type readTimeoutUpstream struct {
 	*rlproxytest.Upstream
@@ -71,7 +71,13 @@ func newReadTimeoutUpstream(t *testing.T) *readTimeoutUpstream {
 				time.Sleep(3 * time.Second)
 			}
 		case "/slowhead":
-			time.Sleep(3 * time.Second)
+			// No head until rlproxy gives up on it (its cancel closes the
+			// connection) or the test ends: response_header_timeout is the
+			// only thing that can end this request.
+			select {
+			case <-r.Context().Done():
+			case <-u.release:
+			}
 		case "/reset":
 			c, _, err := http.NewResponseController(w).Hijack()
 			if err == nil {

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // After a burst opened N connections, a light steady load (well under one
@@ -20,10 +22,11 @@ func TestDirectTransportIdlePoolShrinks(t *testing.T) {
 	const burst = 8
 	const idle = 400 * time.Millisecond
 	run := func(name string, mk func(u *url.URL) (http.RoundTripper, func())) {
-		var open atomic.Int64
+		var open, arrived atomic.Int64
 		gate := make(chan struct{})
 		up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/burst" {
+				arrived.Add(1)
 				<-gate
 			}
 			io.WriteString(w, "ok")
@@ -56,7 +59,9 @@ func TestDirectTransportIdlePoolShrinks(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); do("/burst") }()
 		}
-		time.Sleep(200 * time.Millisecond)
+		// Every burst request held at the upstream at once: burst
+		// connections are open.
+		waitfor.True(t, "the whole burst at the upstream", func() bool { return arrived.Load() == burst })
 		close(gate)
 		wg.Wait()
 		// Trickle: one request every 80 ms for 2 s (5 idle timeouts).

@@ -15,9 +15,11 @@ import (
 // the connection; the reference, http.Transport, is logged alongside).
 func TestTransportBytesAfterBody(t *testing.T) {
 	for _, which := range []string{"rlproxy", "reference"} {
+		wrote := make(chan net.Conn, 8)
 		up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader, req *http.Request, n int) bool {
 			body := "for:" + req.URL.Path
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s\r\n", len(body), body)
+			wrote <- c
 			return true
 		})
 		base := proxyFor(t, which, up.URL)
@@ -26,7 +28,15 @@ func TestTransportBytesAfterBody(t *testing.T) {
 		for i := range 3 {
 			code, body, err := tryGet(c, "GET", fmt.Sprintf("%s/%d", base, i))
 			got = append(got, fmt.Sprintf("%d %q %v", code, trunc(body), err))
-			time.Sleep(20 * time.Millisecond)
+			// The next request goes out once the proxy's side has
+			// acknowledged this answer with its extra CRLF: the CRLF is
+			// then at the proxy's idle connection.
+			select {
+			case uc := <-wrote:
+				waitAcked(t, uc)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: the upstream did not answer request %d in 10 s", which, i)
+			}
 		}
 		t.Logf("%s: %v (conns %d)", which, got, up.conns.Load())
 		for i, g := range got {
@@ -56,8 +66,7 @@ func TestTransportStaleConnectionBigRequestHeader(t *testing.T) {
 			if resp.StatusCode != 200 {
 				fails = append(fails, fmt.Sprintf("req %d: %d", i, resp.StatusCode))
 			}
-			up.CloseClientConnections()
-			time.Sleep(50 * time.Millisecond)
+			up.closeConns(t)
 		}
 		t.Logf("%s: failures %v; upstream served %d", which, fails, up.requests.Load())
 		if which == "rlproxy" && len(fails) > 0 {

@@ -19,38 +19,40 @@ func normal(c net.Conn, req *http.Request) {
 }
 
 // Each case: the first request (method, /a) gets a misbehaving answer; the
-// second request (GET /b), sent after `gap`, must get its own answer.
+// second request (GET /b), sent once rlproxy's side has acknowledged all
+// of it (in its socket, whatever the load), must get its own answer. A "later" case writes its stray part only once
+// the client has the first response (idle is closed), so it reaches a
+// connection that is idle in the pool.
 func TestTransportStrayResponseNotDelivered(t *testing.T) {
 	cases := []struct {
 		name   string
 		method string
-		gap    time.Duration
-		first  func(c net.Conn)
+		first  func(c net.Conn, idle <-chan struct{})
 	}{
-		{"more-than-content-length", "GET", 50 * time.Millisecond, func(c net.Conn) {
+		{"more-than-content-length", "GET", func(c net.Conn, _ <-chan struct{}) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"+evilResp)
 		}},
-		{"head-with-body", "HEAD", 50 * time.Millisecond, func(c net.Conn) {
+		{"head-with-body", "HEAD", func(c net.Conn, _ <-chan struct{}) {
 			io.WriteString(c, fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(evilResp))+evilResp)
 		}},
-		{"204-with-body", "GET", 50 * time.Millisecond, func(c net.Conn) {
+		{"204-with-body", "GET", func(c net.Conn, _ <-chan struct{}) {
 			io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n"+evilResp)
 		}},
-		{"304-with-body", "GET", 50 * time.Millisecond, func(c net.Conn) {
+		{"304-with-body", "GET", func(c net.Conn, _ <-chan struct{}) {
 			io.WriteString(c, "HTTP/1.1 304 Not Modified\r\n\r\n"+evilResp)
 		}},
-		{"unsolicited-later", "GET", 200 * time.Millisecond, func(c net.Conn) {
+		{"unsolicited-later", "GET", func(c net.Conn, idle <-chan struct{}) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
-			time.Sleep(50 * time.Millisecond)
+			<-idle
 			io.WriteString(c, evilResp)
 		}},
-		{"408-on-idle-then-close", "GET", 200 * time.Millisecond, func(c net.Conn) {
+		{"408-on-idle-then-close", "GET", func(c net.Conn, idle <-chan struct{}) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
-			time.Sleep(50 * time.Millisecond)
+			<-idle
 			io.WriteString(c, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
 			c.(*net.TCPConn).CloseWrite()
 		}},
-		{"chunked-then-extra", "GET", 50 * time.Millisecond, func(c net.Conn) {
+		{"chunked-then-extra", "GET", func(c net.Conn, _ <-chan struct{}) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"+evilResp)
 		}},
 	}
@@ -58,9 +60,14 @@ func TestTransportStrayResponseNotDelivered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			results := map[string]string{}
 			for _, which := range []string{"rlproxy", "reference"} {
+				idle, wrote := make(chan struct{}), make(chan net.Conn, 1)
 				up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader, req *http.Request, n int) bool {
 					if req.URL.Path == "/a" {
-						tc.first(c)
+						tc.first(c, idle)
+						select { // a retried /a is answered again, signalled once
+						case wrote <- c:
+						default:
+						}
 						return true
 					}
 					normal(c, req)
@@ -69,7 +76,15 @@ func TestTransportStrayResponseNotDelivered(t *testing.T) {
 				base := proxyFor(t, which, up.URL)
 				c := &http.Client{Transport: &http.Transport{}}
 				code1, body1, err1 := tryGet(c, tc.method, base+"/a")
-				time.Sleep(tc.gap)
+				close(idle)
+				// The stray bytes (and FIN) are at rlproxy's idle
+				// connection before /b is sent.
+				select {
+				case uc := <-wrote:
+					waitAcked(t, uc)
+				case <-time.After(10 * time.Second):
+					t.Fatal("the upstream did not finish its answer to /a in 10 s")
+				}
 				code2, body2, err2 := tryGet(c, "GET", base+"/b")
 				results[which] = fmt.Sprintf("first=%d %q %v | second=%d %q %v (upstream conns %d)", code1, trunc(body1), err1, code2, trunc(body2), err2, up.conns.Load())
 				if which == "rlproxy" && (code2 != 200 || body2 != "for:/b") {

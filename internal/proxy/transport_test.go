@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,23 +27,46 @@ type countedUpstream struct {
 	*httptest.Server
 	conns    atomic.Int64
 	requests atomic.Int64
+	mu       sync.Mutex
+	open     map[net.Conn]struct{} // the server's ends, until closed
 }
 
 func newCountedUpstream(t *testing.T, h http.HandlerFunc) *countedUpstream {
 	t.Helper()
-	u := &countedUpstream{}
+	u := &countedUpstream{open: map[net.Conn]struct{}{}}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.requests.Add(1)
 		h(w, r)
 	}))
-	u.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
+	u.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		switch s {
+		case http.StateNew:
 			u.conns.Add(1)
+			u.open[c] = struct{}{}
+		case http.StateClosed, http.StateHijacked:
+			delete(u.open, c)
 		}
 	}
 	u.Start()
 	t.Cleanup(u.Close)
 	return u
+}
+
+// closeConns closes the server's end of every open connection, each once
+// the peer acknowledged its FIN (waitAcked): the proxy's idle connections
+// then hold the FIN, as an upstream's idle timeout leaves them.
+func (u *countedUpstream) closeConns(t *testing.T) {
+	t.Helper()
+	u.mu.Lock()
+	conns := slices.Collect(maps.Keys(u.open))
+	u.mu.Unlock()
+	for _, c := range conns {
+		_ = c.(*net.TCPConn).CloseWrite()
+		waitAcked(t, c)
+		_ = c.Close()
+	}
 }
 
 // proxyTo serves rlproxy's handler (no policy, one route to upstream)
@@ -110,8 +136,7 @@ func TestTransportStaleIdleConnection(t *testing.T) {
 				if code != 200 {
 					t.Fatalf("request %d: status %d", i, code)
 				}
-				up.CloseClientConnections()
-				time.Sleep(100 * time.Millisecond) // the FIN reaches the idle connection
+				up.closeConns(t) // the FIN is at the idle connection
 			}
 			if n := up.requests.Load(); n != 3 {
 				t.Errorf("upstream served %d requests, want 3", n)

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // holdingUpstream answers /hold only once the test closes release,
@@ -81,17 +83,11 @@ func getBody(url string) (string, error) {
 	return string(b), err
 }
 
-// waitRetained waits up to 10 s for rlproxy_config_generations_retained
+// waitRetained waits (up to waitfor.Timeout) for rlproxy_config_generations_retained
 // to read want.
 func waitRetained(t *testing.T, a *App, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for value(a.gens.retained) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("generations retained %v, want %v", value(a.gens.retained), want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.True(t, fmt.Sprintf("generations retained = %v", want), func() bool { return value(a.gens.retained) == want })
 }
 
 func isClosed(ch <-chan struct{}) bool {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/testutil/fakeclock"
 )
 
 // httpTransport is a real net/http transport as a pool server's Transport.
@@ -39,7 +40,7 @@ func (b *failingBody) Close() error { return nil }
 
 // realPool is a pool (max_fails 1, one retry) over two real loopback
 // servers running h, with real transports.
-func realPool(t *testing.T, h http.HandlerFunc) *Pool {
+func realPool(t *testing.T, h http.HandlerFunc, now func() time.Time) *Pool {
 	t.Helper()
 	u := &config.Upstream{Name: "app", Balance: config.BalanceRoundRobin, MaxFails: 1, FailTimeout: time.Minute, Retries: 1}
 	for range 2 {
@@ -53,7 +54,7 @@ func realPool(t *testing.T, h http.HandlerFunc) *Pool {
 		NewTransport: func(*config.Upstream, *url.URL) (Transport, error) {
 			return httpTransport{&http.Transport{}}, nil
 		},
-		Now: time.Now,
+		Now: now,
 	})
 	t.Cleanup(set.Close)
 	pools, err := set.Update(&config.Config{Upstreams: map[string]*config.Upstream{"app": u}})
@@ -77,6 +78,9 @@ func TestBlame(t *testing.T) {
 			return
 		}
 		if r.URL.Path == "/reset" {
+			// The whole body first: a body still being sent when the
+			// connection goes would be the slow client's excuse (slow).
+			_, _ = io.Copy(io.Discard, r.Body)
 			c, _, _ := http.NewResponseController(w).Hijack()
 			c.Close()
 			return
@@ -85,6 +89,7 @@ func TestBlame(t *testing.T) {
 	}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
+	clk := fakeclock.New(time.Now()) // the pools' clock, moved by slowBody
 	for _, c := range []struct {
 		name   string
 		req    func() *http.Request
@@ -117,7 +122,7 @@ func TestBlame(t *testing.T) {
 		// The server's error, but not counted against it: the client's
 		// body was still arriving (nginx reads a body before sending it).
 		{"server gives up on a slow body", func() *http.Request {
-			r, _ := http.NewRequest(http.MethodPost, "http://x/slow", &slowBody{})
+			r, _ := http.NewRequest(http.MethodPost, "http://x/slow", &slowBody{clk: clk})
 			r.ContentLength = 2
 			return r
 		}, BlameServer, 2},
@@ -127,7 +132,7 @@ func TestBlame(t *testing.T) {
 		}, BlameServer, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := realPool(t, upstream)
+			p := realPool(t, upstream, clk.Now)
 			for i := range 2 {
 				x := &Exchange{}
 				req := c.req()
@@ -147,7 +152,7 @@ func TestBlame(t *testing.T) {
 			}
 			up := 0
 			for _, s := range p.Servers() {
-				if s.Up(time.Now()) {
+				if s.Up(clk.Now()) {
 					up++
 				}
 			}
@@ -158,16 +163,19 @@ func TestBlame(t *testing.T) {
 	}
 }
 
-// slowBody sends "ab", then blocks for bodyStall before its end: a
-// client whose body trickles in slower than the upstream waits.
-type slowBody struct{ sent bool }
+// slowBody sends "ab", then takes bodyStall by the pool's clock before its
+// end: a client whose body trickles in slower than the upstream waits.
+type slowBody struct {
+	clk  *fakeclock.Clock
+	sent bool
+}
 
 func (b *slowBody) Read(p []byte) (int, error) {
 	if !b.sent {
 		b.sent = true
 		return copy(p, "ab"), nil
 	}
-	time.Sleep(bodyStall) // at least: the read counts as stalled
+	b.clk.Advance(bodyStall) // at least: the read counts as stalled
 	return 0, io.EOF
 }
 
@@ -209,7 +217,7 @@ func FuzzSendable(f *testing.F) {
 // fail_timeout over) hands the trial back: the server may be tried again at
 // once instead of being held out for another fail_timeout.
 func TestBlameKeepsTrial(t *testing.T) {
-	p := realPool(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
+	p := realPool(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }, time.Now)
 	s0, s1 := p.Servers()[0], p.Servers()[1]
 	s0.downUntil.Store(time.Now().Add(-time.Millisecond).UnixNano()) // fail_timeout just ran out
 	s1.activeDown.Store(true)                                        // so s0 gets the request
