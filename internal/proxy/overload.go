@@ -73,17 +73,25 @@ func (o *overload) index(name string) int {
 	return -1
 }
 
-// classOf returns r's class: the trusted hop's header, else its plan's
-// (res may be nil), else the route's. The header of an untrusted peer is
-// removed, so the upstream never sees a class the client chose.
+// screenPriority removes server.priority_header from r unless its peer is
+// a trusted proxy. It runs on every proxied request, not only at a gate:
+// an upstream without adaptive_concurrency, or an upgrade, would
+// otherwise pass a class the client chose to a next hop that trusts this
+// one.
+func screenPriority(r *http.Request, rt *Runtime) {
+	if name := rt.Config.Server.PriorityHeader; name != "" && r.Header[name] != nil &&
+		!rt.realIP.Trusted(peerAddr(r.RemoteAddr)) {
+		delete(r.Header, name)
+	}
+}
+
+// classOf returns r's class: the trusted hop's header (screenPriority
+// removed anyone else's), else its plan's (res may be nil), else the
+// route's.
 func (o *overload) classOf(r *http.Request, rt *Runtime, res *policy.Result) int {
 	if name := rt.Config.Server.PriorityHeader; name != "" && r.Header[name] != nil {
-		if rt.realIP.Trusted(peerAddr(r.RemoteAddr)) {
-			if i := o.index(strings.TrimSpace(r.Header.Get(name))); i >= 0 {
-				return i
-			}
-		} else {
-			delete(r.Header, name)
+		if i := o.index(strings.TrimSpace(r.Header.Get(name))); i >= 0 {
+			return i
 		}
 	}
 	if res != nil && o.planClass != nil {

@@ -167,6 +167,7 @@ func (s *Server) serve(rc *record, r *http.Request, rt *Runtime, reason reqview.
 		return
 	}
 	rc.route, rc.traffic = route.Name, up.traffic
+	screenPriority(r, rt)
 	if r.Header["Upgrade"] != nil {
 		r = up.upgrades.screen(r)
 	}
