@@ -147,13 +147,16 @@ func (s *Server) acquireSlot(rc *record, w http.ResponseWriter, r *http.Request,
 
 // finishSlot frees t once r's response is over. The time the slot was
 // held (retries included) is the gate's latency sample, unless no
-// response came (a failure) or it is an event stream (its length is the
-// client's, not the upstream's).
+// response came or it was a 5xx (a failure: an overloaded upstream's
+// instant 503s counted as deliveries raised the limit from its 4 workers
+// to 128, TestOverloadFastErrors), or it is an event stream (its length
+// is the client's, not the upstream's).
 func finishSlot(rc *record, t adaptive.Ticket) {
 	if !t.Held() {
 		return
 	}
-	sample := rc.up.Status != 0 && !strings.HasPrefix(rc.Header().Get("Content-Type"), "text/event-stream")
+	sample := rc.up.Status != 0 && rc.up.Status < 500 &&
+		!strings.HasPrefix(rc.Header().Get("Content-Type"), "text/event-stream")
 	t.Done(sample, time.Now())
 }
 
