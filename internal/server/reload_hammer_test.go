@@ -181,6 +181,10 @@ func TestReloadHammer(t *testing.T) {
 	}
 	waitRetained(t, a, 0)
 	t.Logf("%d requests over %d reloads", sent.Load(), reloads)
+	// Reload 30 serves a.log: one descriptor on it, none on b.log.
+	if got := openFiles(t, dir); got["a.log"] != 1 || got["b.log"] != 0 {
+		t.Errorf("open access log descriptors %v, want a.log once, b.log none", got)
+	}
 	for _, name := range []string{"a.log", "b.log"} {
 		b, _ := os.ReadFile(filepath.Join(dir, name))
 		if len(b) == 0 {
@@ -242,4 +246,20 @@ func TestShutdownDuringReloads(t *testing.T) {
 	if got := value(a.gens.retained); got != 0 {
 		t.Fatalf("generations retained %v after shutdown, want 0", got)
 	}
+}
+
+// openFiles counts this process's descriptors on files in dir, by name.
+func openFiles(t *testing.T, dir string) map[string]int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	n := map[string]int{}
+	for _, e := range ents {
+		if p, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && filepath.Dir(p) == dir {
+			n[filepath.Base(p)]++
+		}
+	}
+	return n
 }
