@@ -23,8 +23,8 @@ type overload struct {
 }
 
 // newGates builds one gate per upstream with adaptive_concurrency, over
-// server.priority_classes. The limit is per upstream and per Runtime: a
-// reload starts it again from initial.
+// server.priority_classes. The limit is per upstream; a reload keeps the
+// gate when neither changed (KeepGates).
 func newGates(cfg *config.Config, now time.Time) map[string]*adaptive.Gate {
 	var classes []adaptive.Class
 	for _, c := range cfg.Server.PriorityClasses {
@@ -42,6 +42,30 @@ func newGates(cfg *config.Config, now time.Time) map[string]*adaptive.Gate {
 		}
 	}
 	return gates
+}
+
+// KeepGates makes rt use prev's gate for every upstream whose
+// adaptive_concurrency and server.priority_classes are unchanged, so a
+// reload keeps the learned limit and counts the requests still in flight
+// under prev (a new gate beside them let max: 1 admit a second request).
+// Call it before rt serves.
+func (rt *Runtime) KeepGates(prev *Runtime) {
+	if prev == nil || len(rt.gates) == 0 ||
+		!slices.Equal(rt.Config.Server.PriorityClasses, prev.Config.Server.PriorityClasses) {
+		return
+	}
+	for name, g := range rt.gates {
+		old, was := prev.gates[name], prev.Config.Upstreams[name]
+		if old == nil || was == nil || was.Adaptive == nil || *was.Adaptive != *rt.Config.Upstreams[name].Adaptive {
+			continue
+		}
+		rt.gates[name] = old
+		for _, up := range rt.upstreams {
+			if up.gate == g {
+				up.gate = old
+			}
+		}
+	}
 }
 
 // newOverload returns route's place at gate: its class and its plans'.
