@@ -210,6 +210,7 @@ func TestShutdownDuringReloads(t *testing.T) {
 	}
 	base := "http://" + a.Addr()
 	var wg sync.WaitGroup
+	var reloaded, served atomic.Int64
 	done := make(chan struct{})
 	wg.Add(2)
 	go func() {
@@ -222,6 +223,7 @@ func TestShutdownDuringReloads(t *testing.T) {
 			}
 			writeHammerConfig(t, dir, up.URL, i)
 			a.Reload("race")
+			reloaded.Add(1)
 		}
 	}()
 	go func() {
@@ -233,9 +235,16 @@ func TestShutdownDuringReloads(t *testing.T) {
 			default:
 			}
 			_, _ = getBody(base + "/")
+			served.Add(1)
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // let reloads and requests run; not a timing assertion
+	// Shut down once both have run a while (a condition, not a guess).
+	for deadline := time.Now().Add(10 * time.Second); reloaded.Load() < 5 || served.Load() < 5; {
+		if time.Now().After(deadline) {
+			t.Fatalf("reloads %d, requests %d in 10 s", reloaded.Load(), served.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.Shutdown(ctx); err != nil {
