@@ -65,6 +65,8 @@ func (l *loader) priorityFields() []field {
 	header := value{headerNameShape, func(n *yaml.Node, path string) {
 		if v, ok := l.str(n, path); ok && !validToken(v) {
 			l.errorf(n, path, "%q is not a header name", v)
+		} else if ok && framingField(v) {
+			l.errorf(n, path, "%q frames or routes the request (RFC 9110 §7.6.1, §7.2): name a header of its own", v)
 		} else if ok {
 			s.PriorityHeader = textproto.CanonicalMIMEHeaderKey(v)
 		}
@@ -84,6 +86,19 @@ func (l *loader) warnPriorityHeader(top object) {
 		l.warnf(mappingValue(top.get("server"), "priority_header"), "server.priority_header",
 			"ignored: no real_ip.trusted_proxies, the only peers it is believed from (every other peer's is removed)")
 	}
+}
+
+// framingField reports whether name is a field HTTP itself reads (the
+// message's framing, its connection's options, its host), which cannot
+// carry a priority class: removing it from an untrusted peer's request
+// would change the request.
+func framingField(name string) bool {
+	switch textproto.CanonicalMIMEHeaderKey(name) {
+	case "Connection", "Content-Length", "Host", "Keep-Alive", "Proxy-Connection",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
 }
 
 // priorityClasses decodes server.priority_classes.

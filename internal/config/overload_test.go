@@ -78,6 +78,10 @@ func TestOverloadProblems(t *testing.T) {
 			`x.yaml:1: server.priority_classes[0].share: "half": want a number from 0 to 1`},
 		{"bad header", "server: { priority_header: 'x y' }\n" + base + route,
 			`x.yaml:1: server.priority_header: "x y" is not a header name`},
+		{"framing header", "server: { priority_header: transfer-encoding }\n" + base + route,
+			`x.yaml:1: server.priority_header: "transfer-encoding" frames or routes the request`},
+		{"host header", "server: { priority_header: Host }\n" + base + route,
+			`x.yaml:1: server.priority_header: "Host" frames or routes the request`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,6 +21,7 @@ func (c *conn) readHead(first bool) (why Reason, ok bool) {
 	s := c.srv
 	c.rd.unpin()
 	if len(c.rd.buffered()) == 0 {
+		c.shrink()
 		if !c.waitFirstByte() {
 			return OK, false
 		}
@@ -53,6 +54,40 @@ func (c *conn) readHead(first bool) (why Reason, ok bool) {
 			}
 			return OK, false
 		}
+	}
+}
+
+// Above these capacities a connection's buffers are dropped before it
+// waits idle: a large head or trailer section once (up to
+// server.max_header_bytes, hundreds of thousands of fields) would
+// otherwise stay pinned on the idle connection, megabytes each, as nginx
+// frees its large_client_header_buffers at keep-alive. Ordinary messages
+// (heads up to 16 KiB, responses buffered up to flushAt) stay under them,
+// so the steady state allocates nothing; an idle connection keeps at most
+// about 100 KiB.
+const (
+	keepBuf    = 16 << 10    // reader and trailer bytes
+	keepOut    = 2 * flushAt // response-writer bytes
+	keepFields = 1024        // parsed fields (16 bytes each)
+)
+
+// shrink lets go of the buffers a large message grew, the connection
+// being idle (nothing buffered, no head pinned).
+func (c *conn) shrink() {
+	if len(c.rd.buf) > keepBuf {
+		c.rd.buf, c.rd.r, c.rd.w = make([]byte, initialBuf), 0, 0
+	}
+	if cap(c.req.fields) > keepFields {
+		c.req.fields = nil
+	}
+	if cap(c.body.trailer.fields) > keepFields {
+		c.body.trailer.fields = nil
+	}
+	if cap(c.body.tbuf) > keepBuf {
+		c.body.tbuf = nil
+	}
+	if cap(c.w.out) > keepOut {
+		c.w.out = nil
 	}
 }
 

@@ -133,13 +133,15 @@ func (s *Server) route(rc *record, r *http.Request, rt *Runtime, reason reqview.
 	return route, up
 }
 
-// prepare readies r for up: its Upgrade screened by the route's
+// prepare readies r for up: an untrusted peer's priority header removed,
+// its Upgrade screened by the route's
 // allowlist, the upstream exchange noted for the access log, limit_rate on
 // the response, its body watched (body_timeout or stream_idle_timeout,
 // max_body_size). It returns the writer and request to forward, or answers
 // a declared body over max_body_size itself (413, before the policies
 // charge anything) and returns false.
 func (s *Server) prepare(rc *record, r *http.Request, rt *Runtime, up *upstream) (http.ResponseWriter, *http.Request, bool) {
+	screenPriority(r, rt, rc.view.Peer.Addr().Unmap())
 	if r.Header["Upgrade"] != nil {
 		r = up.upgrades.screen(r)
 	}

@@ -23,8 +23,8 @@ type overload struct {
 }
 
 // newGates builds one gate per upstream with adaptive_concurrency, over
-// server.priority_classes. The limit is per upstream and per Runtime: a
-// reload starts it again from initial.
+// server.priority_classes. The limit is per upstream; a reload keeps the
+// gate when neither changed (KeepGates).
 func newGates(cfg *config.Config, now time.Time) map[string]*adaptive.Gate {
 	var classes []adaptive.Class
 	for _, c := range cfg.Server.PriorityClasses {
@@ -42,6 +42,30 @@ func newGates(cfg *config.Config, now time.Time) map[string]*adaptive.Gate {
 		}
 	}
 	return gates
+}
+
+// KeepGates makes rt use prev's gate for every upstream whose
+// adaptive_concurrency and server.priority_classes are unchanged, so a
+// reload keeps the learned limit and counts the requests still in flight
+// under prev (a new gate beside them let max: 1 admit a second request).
+// Call it before rt serves.
+func (rt *Runtime) KeepGates(prev *Runtime) {
+	if prev == nil || len(rt.gates) == 0 ||
+		!slices.Equal(rt.Config.Server.PriorityClasses, prev.Config.Server.PriorityClasses) {
+		return
+	}
+	for name, g := range rt.gates {
+		old, was := prev.gates[name], prev.Config.Upstreams[name]
+		if old == nil || was == nil || was.Adaptive == nil || *was.Adaptive != *rt.Config.Upstreams[name].Adaptive {
+			continue
+		}
+		rt.gates[name] = old
+		for _, up := range rt.upstreams {
+			if up.gate == g {
+				up.gate = old
+			}
+		}
+	}
 }
 
 // newOverload returns route's place at gate: its class and its plans'.
@@ -73,18 +97,24 @@ func (o *overload) index(name string) int {
 	return -1
 }
 
-// classOf returns r's class: the trusted hop's header (peer is the TCP
-// peer), else its plan's (res may be nil), else the route's. The header
-// of an untrusted peer is removed, so the upstream never sees a class the
-// client chose.
-func (o *overload) classOf(r *http.Request, rt *Runtime, res *policy.Result, peer netip.Addr) int {
+// screenPriority removes server.priority_header from r unless its peer
+// (the TCP peer) is a trusted proxy. It runs on every proxied request, not
+// only at a gate: an upstream without adaptive_concurrency, or an upgrade,
+// would otherwise pass a class the client chose to a next hop that trusts
+// this one.
+func screenPriority(r *http.Request, rt *Runtime, peer netip.Addr) {
+	if name := rt.Config.Server.PriorityHeader; name != "" && r.Header[name] != nil && !rt.realIP.Trusted(peer) {
+		delete(r.Header, name)
+	}
+}
+
+// classOf returns r's class: the trusted hop's header (screenPriority
+// removed anyone else's), else its plan's (res may be nil), else the
+// route's.
+func (o *overload) classOf(r *http.Request, rt *Runtime, res *policy.Result) int {
 	if name := rt.Config.Server.PriorityHeader; name != "" && r.Header[name] != nil {
-		if rt.realIP.Trusted(peer) {
-			if i := o.index(strings.TrimSpace(r.Header.Get(name))); i >= 0 {
-				return i
-			}
-		} else {
-			delete(r.Header, name)
+		if i := o.index(strings.TrimSpace(r.Header.Get(name))); i >= 0 {
+			return i
 		}
 	}
 	if res != nil && o.planClass != nil {
@@ -115,7 +145,7 @@ func (s *Server) acquireSlot(rc *record, w http.ResponseWriter, r *http.Request,
 		b := ip.As16()
 		client = b[:]
 	}
-	ra, ok := a.acquire(r.Context(), o.gate, o.classOf(r, a.rt, a.res, rc.view.Peer.Addr().Unmap()), client)
+	ra, ok := a.acquire(r.Context(), o.gate, o.classOf(r, a.rt, a.res), client)
 	if ok || a.decision != decisionShed {
 		return ok
 	}

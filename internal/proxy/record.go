@@ -132,10 +132,13 @@ func (rc *record) cost(name string) (int64, bool) { return responseCost(rc.Heade
 func (rc *record) bodyTooLarge() bool { return rc.body != nil && rc.body.tooLarge.Load() }
 
 // sampled implements response: the slot's hold time is the upstream's
-// latency unless no upstream response came (a failure) or it is an event
-// stream (its length is the client's, not the upstream's).
+// latency unless no upstream response came or it was a 5xx (a failure: an
+// overloaded upstream's instant 503s counted as deliveries raised the
+// limit from its 4 workers to 128, TestOverloadFastErrors), or it is an
+// event stream (its length is the client's, not the upstream's).
 func (rc *record) sampled() bool {
-	return rc.up.Status != 0 && !strings.HasPrefix(rc.Header().Get("Content-Type"), "text/event-stream")
+	return rc.up.Status != 0 && rc.up.Status < 500 &&
+		!strings.HasPrefix(rc.Header().Get("Content-Type"), "text/event-stream")
 }
 
 // finish counts the answer in its route's series (route "-" when none

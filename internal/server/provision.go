@@ -88,6 +88,9 @@ func (a *App) provisionParts(g *generation, cur *generation) error {
 	if g.rt, err = proxy.NewRuntimeOn(a.proc.ups, cfg, lim, a.metrics, a.log); err != nil {
 		return err
 	}
+	if cur != nil {
+		g.rt.KeepGates(cur.rt)
+	}
 	// Compiled: the policy layer's index is their one copy. cfg is not
 	// shared yet, so this is still its owner's change (config.ReleaseKeys).
 	cfg.ReleaseKeys()
