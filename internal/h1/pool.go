@@ -75,7 +75,7 @@ func (p *Pool) Get(ctx context.Context, addr string) (u *UpstreamConn, reused bo
 	}
 	u = &UpstreamConn{pool: p, addr: addr, nc: nc,
 		rd: newReader(nc, p.Limits.head(), p.now)}
-	u.initProbe()
+	u.probe.Init(u.nc)
 	return u, false, nil
 }
 
@@ -94,7 +94,7 @@ func (p *Pool) takeIdle(addr string) *UpstreamConn {
 		list[len(list)-1] = nil
 		p.idle[addr] = list[:len(list)-1]
 		p.mu.Unlock()
-		if (p.IdleTimeout == 0 || now.Sub(u.since) < p.IdleTimeout) && u.silent() {
+		if (p.IdleTimeout == 0 || now.Sub(u.since) < p.IdleTimeout) && len(u.rd.buffered()) == 0 && u.probe.Quiet() {
 			return u
 		}
 		u.nc.Close()
@@ -148,7 +148,7 @@ type UpstreamConn struct {
 	out   []byte
 	since time.Time
 	bw    bodyWriter
-	probe idleProbe
+	probe IdleProbe
 }
 
 // Conn returns the network connection (for a tunnel after a 101).

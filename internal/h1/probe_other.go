@@ -2,10 +2,15 @@
 
 package h1
 
-// idleProbe is empty where silent cannot look at the socket.
-type idleProbe struct{}
+import "net"
 
-func (u *UpstreamConn) initProbe() {}
+// IdleProbe is empty where a socket cannot be read without blocking: an
+// idle connection always reports quiet, and a stray response is found by
+// the next exchange.
+type IdleProbe struct{}
 
-// silent reports whether u holds no bytes past its last response.
-func (u *UpstreamConn) silent() bool { return len(u.rd.buffered()) == 0 }
+// Init does nothing here.
+func (p *IdleProbe) Init(net.Conn) {}
+
+// Quiet reports true: nothing can be learned without a read.
+func (p *IdleProbe) Quiet() bool { return true }

@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"rlproxy/internal/h1"
 )
 
 // maxResponseHeaderBytes bounds each upstream response header (status
@@ -78,13 +80,13 @@ type directTransport struct {
 // directConn is one upstream connection with its buffers. It is the
 // buffered reader's source, so a header size bound can be applied.
 type directConn struct {
-	t         *directTransport
-	conn      net.Conn
-	br        *bufio.Reader
-	bw        *bufio.Writer
-	limit     int64     // bytes that may still be read (the header bound)
-	since     time.Time // when it went idle
-	idleProbe           // silent's state (transport_unix.go)
+	t     *directTransport
+	conn  net.Conn
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	limit int64        // bytes that may still be read (the header bound)
+	since time.Time    // when it went idle
+	probe h1.IdleProbe // stray bytes or a close while idle (silent)
 }
 
 // newDirectTransport returns the transport of upstream u (an http URL),
@@ -163,7 +165,7 @@ func (t *directTransport) get(ctx context.Context) (pc *directConn, reused bool,
 		return nil, false, err
 	}
 	pc = &directConn{t: t, conn: c}
-	pc.initSilent()
+	pc.probe.Init(pc.conn)
 	pc.br = bufio.NewReaderSize(pc, 4096)
 	pc.bw = bufio.NewWriterSize(c, 4096)
 	return pc, false, nil
@@ -393,3 +395,8 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// silent reports whether the idle connection pc received nothing since its
+// last exchange: nothing buffered, no stray bytes and no FIN on its socket
+// (h1.IdleProbe: one non-blocking read, no waiting).
+func (pc *directConn) silent() bool { return pc.br.Buffered() == 0 && pc.probe.Quiet() }
