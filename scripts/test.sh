@@ -112,7 +112,7 @@ done
 # a slow minimization cannot stretch the run.
 echo "== fuzz (${FUZZTIME:=200000x} each)"
 for target in FuzzClientIP:./internal/realip FuzzKey:./internal/clientkey FuzzSendable:./internal/upstream \
-  FuzzPath:./internal/reqview; do
+  FuzzPath:./internal/reqview FuzzRequestHead:./internal/h1 FuzzChunkedBody:./internal/h1 FuzzResponseHead:./internal/h1; do
   go test -run '^$' -fuzz "^${target%%:*}\$" -fuzztime "$FUZZTIME" \
     -fuzzminimizetime 10s "${target#*:}"
 done
