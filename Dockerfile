@@ -19,10 +19,15 @@ ARG COMMIT=unknown
 ARG DATE=unknown
 # CGO off: a static binary for an image with no libc. -trimpath keeps build
 # paths out of the binary; -s -w drop the symbol and DWARF tables.
+# The state directory (tls.acme's certificates), for the final image.
+RUN install -d -m 0700 /out/state
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT} -X main.date=${DATE}" -o /out/rlproxy ./cmd/rlproxy
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/rlproxy /rlproxy
+# Owned by nonroot: a volume mounted at /var/lib/rlproxy starts with this
+# owner, where a directory the engine creates would belong to root.
+COPY --from=build --chown=65532:65532 /out/state /var/lib/rlproxy
 USER nonroot
 # 8080: the proxy (listen); 9090: /metrics, /healthz, /readyz (admin_listen).
 EXPOSE 8080 9090

@@ -5,7 +5,11 @@ package deploy_test
 // registry) reads it.
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,4 +66,54 @@ func TestOCIImage(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(v), "rlproxy 0.3.0 ") {
 		t.Errorf("the entrypoint's version: %q (%v), want rlproxy 0.3.0 ...", v, err)
 	}
+	// A volume mounted on the state directory takes its owner from the
+	// image: the user the image runs as, or tls.acme cannot write there.
+	h := layerEntry(t, dir, "var/lib/rlproxy/")
+	if h == nil || h.Uid != 65532 || h.Gid != 65532 || h.Mode&0o777 != 0o700 {
+		t.Errorf("the image's /var/lib/rlproxy: %+v, want a directory of 65532:65532, mode 0700", h)
+	}
+}
+
+// layerEntry returns the tar header of name in the layers of the OCI
+// layout dir's only image (the last layer that has it), or nil.
+func layerEntry(t *testing.T, dir, name string) *tar.Header {
+	t.Helper()
+	blob := func(digest string) []byte {
+		b, err := os.ReadFile(filepath.Join(dir, "blobs", strings.Replace(digest, ":", "/", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var index, manifest struct {
+		Manifests, Layers []struct{ Digest string }
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil || json.Unmarshal(b, &index) != nil || len(index.Manifests) != 1 {
+		t.Fatalf("index.json: %v, %s", err, b)
+	}
+	if err := json.Unmarshal(blob(index.Manifests[0].Digest), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	var found *tar.Header
+	for _, l := range manifest.Layers {
+		zr, err := gzip.NewReader(bytes.NewReader(blob(l.Digest)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(zr)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.TrimPrefix(h.Name, "./") == name {
+				found = h
+			}
+		}
+	}
+	return found
 }

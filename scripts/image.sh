@@ -14,6 +14,10 @@ cd "$(dirname "$0")/.."
 dir=${1:-dist/oci}
 tag=${2:-$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' deploy/helm/rlproxy/Chart.yaml)}
 command -v umoci >/dev/null || { echo "umoci not found: apt-get install umoci" >&2; exit 1; }
+# As root, umoci records the owners the files have; otherwise (--rootless)
+# it reads them from the user.rootlesscontainers attribute.
+rootless=--rootless
+[ "$(id -u)" = 0 ] && rootless=
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -25,7 +29,7 @@ CGO_ENABLED=0 go build -trimpath \
 rm -rf "$dir"
 umoci init --layout "$dir"
 umoci new --image "$dir:$tag"
-umoci unpack --rootless --image "$dir:$tag" "$work/bundle" >/dev/null
+umoci unpack $rootless --image "$dir:$tag" "$work/bundle" >/dev/null
 install -m 0755 "$work/rlproxy" "$work/bundle/rootfs/rlproxy"
 # The CA bundle Go reads on Linux, so https:// upstreams and valkey.tls
 # without a ca_file verify against the usual roots, as in the Dockerfile's
@@ -35,6 +39,18 @@ cas=/etc/ssl/certs/ca-certificates.crt
 install -D -m 0644 "$cas" "$work/bundle/rootfs$cas"
 mkdir -p "$work/bundle/rootfs/etc/rlproxy" "$work/bundle/rootfs/tmp"
 chmod 1777 "$work/bundle/rootfs/tmp"
+# /var/lib/rlproxy, the state directory (tls.acme's certificates), owned by
+# the user the image runs as: a volume mounted there starts with this owner,
+# where a directory the engine creates would belong to root.
+state="$work/bundle/rootfs/var/lib/rlproxy"
+install -d -m 0700 "$state"
+if [ -z "$rootless" ]; then
+  chown 65532:65532 "$state"
+else
+  # The attribute is a protobuf message: uid (field 1) and gid (field 2), 65532 each.
+  command -v python3 >/dev/null || { echo "python3 is needed to set the state directory's owner without root" >&2; exit 1; }
+  python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.rootlesscontainers", bytes.fromhex("08fcff0310fcff03"))' "$state"
+fi
 umoci repack --image "$dir:$tag" "$work/bundle"
 umoci config --image "$dir:$tag" \
   --author rlproxy --os linux --architecture "$(go env GOARCH)" \
