@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"rlproxy/internal/testutil/waitfor"
 )
 
 var gateT0 = time.Unix(1_700_000_000, 0)
@@ -47,13 +49,9 @@ func (a *arrival) start(t *testing.T, class int, client string) {
 		a.order <- client
 		a.tickets <- tk
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for a.g.waiting() == before && len(a.shed) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("request of %s never queued", client)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, "the gate holding the request of "+client, func() bool {
+		return a.g.waiting() != before || len(a.shed) > 0
+	})
 }
 
 // waiting is how many requests wait, for tests.

@@ -10,6 +10,7 @@ import (
 	"rlproxy/internal/testutil/fleet"
 	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // TestFleetAllotments: three rlproxy processes on one Valkey, one busy
@@ -37,20 +38,13 @@ routes:
 		t.Fatalf("statuses %v: want at most 300×200, the rest 429", codes)
 	}
 	// Every slice ends within its ttl and gives its unused units back.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitfor.True(t, "every slice's units given back", func() bool {
 		held := 0.0
 		for i := range urls {
 			held += allotMetric(t, f.Procs[i].AdminURL, `rlproxy_allotment_outstanding_units{policy="hot"}`)
 		}
-		if held == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%v units still held after 20 s", held)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return held == 0
+	})
 	more := fleetSpread(t, c, urls, "/", 400, 1)
 	if got := codes[200] + more[200]; got != 300 {
 		t.Errorf("admitted %d (%d, then %d), want exactly the limit 300 once every slice gave its units back", got, codes[200], more[200])

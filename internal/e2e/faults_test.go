@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"rlproxy/internal/testutil/faultrelay"
+	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
 	"rlproxy/internal/testutil/waitfor"
@@ -65,6 +66,7 @@ func faultsConfig(addr string, extra string) string {
 // faultsConfigTimeout is faultsConfig with another store timeout.
 func faultsConfigTimeout(addr, timeout, extra string) string {
 	return fmt.Sprintf(`
+log: { format: json }
 store:
   type: valkey
   valkey: { addrs: [%q], timeout: %s%s }
@@ -137,34 +139,40 @@ func faultsClosed(t *testing.T, url string) {
 	}
 }
 
-// faultsRecovers polls /closed from a fresh client until it is decided by
-// the store again (200) and the breaker has closed (rlproxy_breaker_open
-// 0), and returns how long that took (fails after 3 s); then it checks
-// limiting from another fresh client (ip with 100 added to its third
-// byte): 3×200, then 429. The polling client's count is not exact: a
-// request that timed out (503) against the restarting store may still
-// have run there and been charged. Until the half-open circuit's probes
-// have all reported, a request beyond them is refused by the breaker
-// (503 here, and charged nowhere): the first 200 may be one of the
-// probes while the load's requests hold the others. Once decided it sends
-// /open (limit 1000) to give the circuit its remaining probes.
-func faultsRecovers(t *testing.T, in *rlproxytest.Instance, ip string) time.Duration {
+// faultsClosedMsg is the log line of a node's circuit closing: limiting
+// resumed on every route whose keys live there.
+const faultsClosedMsg = "store node reachable again: circuit breaker closed"
+
+// faultsRecovers ends a fault with end (the server restarted, the relay
+// passing again) and returns how long after end returned rlproxy's circuit
+// closed, by the time of its own faultsClosedMsg line in log (the JSON
+// log, nanoseconds): the test's requests and scrapes take hundreds of ms on
+// a loaded host under -race and are no part of the product's recovery.
+// Meanwhile it sends /open back to back from ip, so a host without other
+// load still gives the half-open circuit its probes (fails after
+// waitfor.Timeout). Then it checks the recovery: rlproxy_breaker_open reads
+// 0, and a fresh client (ip with 100 added to its third byte) gets 3×200,
+// then 429 from /closed (limit 3).
+func faultsRecovers(t *testing.T, in *rlproxytest.Instance, log *netutil.LockedBuffer, end func(), ip string) time.Duration {
 	t.Helper()
+	mark := len(log.String())
+	end()
+	up := time.Now()
 	c := rlproxytest.ClientFrom(ip)
-	decided := false
-	took := waitfor.Within(t, 3*time.Second, "the store used again after recovery", func() bool {
-		if !decided {
-			code, _, _ := faultsGet(c, in.URL+"/closed")
-			decided = code == 200
+	closed := func() bool { return strings.Contains(log.String()[mark:], faultsClosedMsg) }
+	for deadline := up.Add(waitfor.Timeout); !closed(); faultsGet(c, in.URL+"/open") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q line %v after the fault ended", faultsClosedMsg, waitfor.Timeout)
 		}
-		if decided {
-			if _, s := opsScrape(t, in); opsValue(t, s, "rlproxy_breaker_open") == 0 {
-				return true
-			}
-			faultsGet(c, in.URL+"/open") // a probe, where no load gives them
-		}
-		return false
-	})
+	}
+	recs := withMsg(logRecords(t, log.String()[mark:]), faultsClosedMsg)
+	at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(recs[0]["time"]))
+	if err != nil {
+		t.Fatalf("the %q line's time: %v", faultsClosedMsg, err)
+	}
+	if _, s := opsScrape(t, in); opsValue(t, s, "rlproxy_breaker_open") != 0 {
+		t.Errorf("rlproxy_breaker_open = %v after %q, want 0", opsValue(t, s, "rlproxy_breaker_open"), faultsClosedMsg)
+	}
 	a := netip.MustParseAddr(ip).As4()
 	a[2] += 100
 	fresh := rlproxytest.ClientFrom(netip.AddrFrom4(a).String())
@@ -176,7 +184,8 @@ func faultsRecovers(t *testing.T, in *rlproxytest.Instance, ip string) time.Dura
 	if fmt.Sprint(seq) != "[200 200 200 429]" {
 		t.Errorf("after recovery: %v, want [200 200 200 429] (limit 3)", seq)
 	}
-	return took
+	t.Logf("circuit closed %v after the fault ended; the test saw it after %v", at.Sub(up), time.Since(up))
+	return at.Sub(up)
 }
 
 // faultsQuota sends n requests to /q (quota 10/h, fail open, no floor)
@@ -203,7 +212,8 @@ func TestFaultValkeyKilled(t *testing.T) {
 	t.Parallel()
 	e2eAwayFromBoundary(t, time.Hour, 30*time.Second)
 	srv := redisserver.Start(t)
-	in := rlproxytest.Start(t, faultsConfig(srv.Addr, ""))
+	var log netutil.LockedBuffer
+	in := rlproxytest.Start(t, faultsConfig(srv.Addr, ""), rlproxytest.WithLog(&log))
 	qc := rlproxytest.ClientFrom("127.0.1.1")
 	ok1, e1 := faultsQuota(qc, in.URL, 8)
 	// Load from 4 clients while Valkey dies and comes back.
@@ -246,8 +256,7 @@ func TestFaultValkeyKilled(t *testing.T) {
 	faultsFloor(t, in.URL, "127.0.1.2")
 	faultsClosed(t, in.URL)
 	ok2, e2 := faultsQuota(qc, in.URL, 10) // fail open: all pass
-	srv.Restart()
-	took := faultsRecovers(t, in, "127.0.1.3")
+	took := faultsRecovers(t, in, &log, srv.Restart, "127.0.1.3")
 	if took > time.Second {
 		t.Errorf("limiting resumed %v after the restart, want within 1 s", took)
 	}
@@ -370,7 +379,8 @@ func TestFaultBlackholeAndReset(t *testing.T) {
 	e2eAwayFromBoundary(t, time.Hour, 30*time.Second)
 	srv := redisserver.Start(t)
 	relay := faultrelay.Start(t, srv.Addr)
-	in := rlproxytest.Start(t, faultsConfig(relay.Addr(), ""))
+	var log netutil.LockedBuffer
+	in := rlproxytest.Start(t, faultsConfig(relay.Addr(), ""), rlproxytest.WithLog(&log))
 	qc := rlproxytest.ClientFrom("127.0.4.1")
 	if ok, errs := faultsQuota(qc, in.URL, 5); ok != 5 || errs != 0 {
 		t.Fatalf("before the fault: %d accepted, %d errors; want 5, 0", ok, errs)
@@ -388,8 +398,7 @@ func TestFaultBlackholeAndReset(t *testing.T) {
 		}
 		faultsFloor(t, in.URL, fmt.Sprintf("127.0.4.%d", 10+i))
 		okQ, errQ := faultsQuota(qc, in.URL, 10)
-		relay.Pass()
-		took := faultsRecovers(t, in, fmt.Sprintf("127.0.4.%d", 20+i))
+		took := faultsRecovers(t, in, &log, relay.Pass, fmt.Sprintf("127.0.4.%d", 20+i))
 		if took > time.Second {
 			t.Errorf("%s: store used again %v after Pass, want within 1 s", mode, took)
 		}
@@ -412,11 +421,11 @@ func TestFaultStartWhileDown(t *testing.T) {
 	e2eAwayFromBoundary(t, time.Hour, 30*time.Second)
 	srv := redisserver.Start(t)
 	srv.Stop()
-	in := rlproxytest.Start(t, faultsConfig(srv.Addr, ""))
+	var log netutil.LockedBuffer
+	in := rlproxytest.Start(t, faultsConfig(srv.Addr, ""), rlproxytest.WithLog(&log))
 	faultsFloor(t, in.URL, "127.0.5.1")
 	faultsClosed(t, in.URL)
-	srv.Restart()
-	if took := faultsRecovers(t, in, "127.0.5.2"); took > time.Second {
+	if took := faultsRecovers(t, in, &log, srv.Restart, "127.0.5.2"); took > time.Second {
 		t.Errorf("store used %v after it came up, want within 1 s", took)
 	}
 }

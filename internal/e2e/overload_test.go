@@ -19,6 +19,7 @@ import (
 
 	"rlproxy/internal/testutil/overload"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 const (
@@ -310,13 +311,7 @@ routes: [ { name: r, upstream: app, policies: [two] } ]
 		_ = resp.Body.Close()
 		held <- resp.StatusCode
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for up.Count() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first request never reached the upstream")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.True(t, "the first request at the upstream", func() bool { return up.Count() > 0 })
 	resp, body := rlproxytest.Get(t, nil, in.URL+"/b")
 	var p struct {
 		Type   string `json:"type"`

@@ -15,6 +15,7 @@ import (
 	"rlproxy/internal/reqview"
 	"rlproxy/internal/store"
 	"rlproxy/internal/store/memory"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // countingStore is the memory store, counting the decisions asked of it
@@ -159,12 +160,7 @@ routes: [{ name: r, upstream: app, policies: [fails, one] }]
 		}
 		// The renewal runs while the request does (every 50 ms).
 		before := cs.decides.Load()
-		for deadline := time.Now().Add(10 * time.Second); cs.decides.Load() == before; {
-			if time.Now().After(deadline) {
-				t.Fatal("no lease renewal within 10 s")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitfor.True(t, "a lease renewal", func() bool { return cs.decides.Load() != before })
 		panic("response cut")
 	}()
 	if a.stop != nil || a.state != admFinished {

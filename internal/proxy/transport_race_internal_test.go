@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // A reused connection the upstream closed after it passed the idle check
@@ -38,7 +40,9 @@ func TestDirectTransportStaleAfterIdleCheck(t *testing.T) {
 			t.Fatalf("get: reused %v, %v; want the idle connection", reused, err)
 		}
 		up.CloseClientConnections()
-		time.Sleep(50 * time.Millisecond) // the FIN (and RST on write) arrive
+		// The upstream's FIN is at the connection once its own idle probe
+		// no longer reads quiet (it reads EOF: nothing is consumed).
+		waitfor.True(t, "the upstream's FIN at the reused connection", func() bool { return !pc.silent() })
 		req, _ := http.NewRequest(http.MethodGet, up.URL, nil)
 		req.Header.Set("Cookie", strings.Repeat("c", size))
 		var retry bool

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // hammerUpstream answers "ok", holds /hold until release is closed, and
@@ -239,12 +241,7 @@ func TestShutdownDuringReloads(t *testing.T) {
 		}
 	}()
 	// Shut down once both have run a while (a condition, not a guess).
-	for deadline := time.Now().Add(10 * time.Second); reloaded.Load() < 5 || served.Load() < 5; {
-		if time.Now().After(deadline) {
-			t.Fatalf("reloads %d, requests %d in 10 s", reloaded.Load(), served.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.True(t, "5 reloads and 5 requests", func() bool { return reloaded.Load() >= 5 && served.Load() >= 5 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := a.Shutdown(ctx); err != nil {

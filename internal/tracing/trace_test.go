@@ -22,6 +22,7 @@ import (
 	"rlproxy/internal/testutil/otlpreceiver"
 	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
+	"rlproxy/internal/testutil/waitfor"
 )
 
 // sdkTracer is a test program's own OpenTelemetry SDK, exporting each
@@ -197,10 +198,8 @@ func TestOneTrace(t *testing.T) {
 	}
 	// The access log's request id is the trace id (its line is written
 	// after the answer: waited for).
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), `"request_id":"`+id+`"`); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no access log line with request_id %s in:\n%s", id, log.String())
-		}
+	if !waitfor.Poll(waitfor.Timeout, func() bool { return strings.Contains(log.String(), `"request_id":"`+id+`"`) }) {
+		t.Fatalf("no access log line with request_id %s in:\n%s", id, log.String())
 	}
 
 	// The same client again: refused by per-ip, its span marked with it.
@@ -310,18 +309,13 @@ func TestCollectorDown(t *testing.T) {
 	}
 	// Each request made two spans (server, upstream attempt). Wait until
 	// every one is settled: exported or dropped.
-	deadline := time.Now().Add(30 * time.Second)
 	var made, exported, dropped float64
-	for {
+	if !waitfor.Poll(waitfor.Timeout, func() bool {
 		made, exported, dropped = spanCount(t, in, "rlproxy_trace_spans_total"),
 			spanCount(t, in, "rlproxy_trace_spans_exported_total"), spanCount(t, in, "rlproxy_trace_spans_dropped_total")
-		if made == 2*n && exported+dropped == made {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("spans not settled: made %v, exported %v, dropped %v", made, exported, dropped)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition, bounded by the deadline
+		return made == 2*n && exported+dropped == made
+	}) {
+		t.Fatalf("spans not settled: made %v, exported %v, dropped %v", made, exported, dropped)
 	}
 	t.Logf("made %v, exported %v, dropped %v", made, exported, dropped)
 	if exported != 0 || dropped != made-exported {

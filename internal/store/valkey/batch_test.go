@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -224,16 +227,17 @@ func TestBatchTimeout(t *testing.T) {
 }
 
 // TestBatchTimedOutQueued: a batch that times out while valkey-go still
-// holds its commands unsent (the server sleeps and a flood of large SETs
+// holds its commands unsent (the server paused and a flood of large SETs
 // fills the connection) must not have its commands overwritten by a later
-// batch: once the server wakes, every check of the later batch is charged
-// exactly once and the timed-out ones at most once. (Batches once shared a
-// pooled command slice: valkey-go then sent the later batch twice, or read
-// a cleared command and panicked.)
+// batch: once the server resumes, every check of the later batch is
+// charged exactly once and the timed-out ones at most once. (Batches once
+// shared a pooled command slice: valkey-go then sent the later batch twice,
+// or read a cleared command and panicked.) Each step waits for the one
+// before it: the server stays paused until the later batch is sent.
 func TestBatchTimedOutQueued(t *testing.T) {
-	srv := redisserver.Start(t, "--enable-debug-command", "yes")
-	// Timeouts and the sleep leave the second batch 1.5 s after the server
-	// wakes to drain the flood and answer: on a loaded machine 0.5 s was
+	srv := redisserver.Start(t)
+	// The later batch has the whole Timeout, from its send, for the server
+	// to resume, drain the flood and answer: on a loaded machine 0.5 s was
 	// not always enough.
 	st, err := New(context.Background(), Options{Addrs: []string{srv.Addr}, Timeout: 2 * time.Second})
 	if err != nil {
@@ -246,20 +250,18 @@ func TestBatchTimedOutQueued(t *testing.T) {
 	}
 	l := algo.Limit{Kind: algo.FixedWindow, Count: 10, Period: 3_600_000}
 	decide1(t, st, "rl:v2:{warm}:fw", l, 1, "", base) // the script is cached
-	srv.Client(t)                                     // connect before the server sleeps
 
 	begin := time.Now()
 	var bg sync.WaitGroup
 	defer bg.Wait()
-	slept := srv.DebugSleep(t, "3")
-	defer func() { <-slept }()
+	resume := srv.Pause(t)
 	big := strings.Repeat("x", 4<<20)
 	floodCtx, stopFlood := context.WithCancel(context.Background())
 	defer stopFlood()
 	for i := range 6 { // 24 MB: more than loopback's socket buffers hold
 		bg.Go(func() { c.Do(floodCtx, c.B().Set().Key(fmt.Sprint("flood", i)).Value(big).Build()) })
 	}
-	time.Sleep(200 * time.Millisecond)
+	waitBackedUp(t, srv.Addr)
 
 	const callers = 4
 	round := func(name string, want func(err error) bool) {
@@ -276,12 +278,19 @@ func TestBatchTimedOutQueued(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	holdBatches(t, st, callers, nil)
-	// Sent at about 0.25 s, times out at about 2.25 s; the server sleeps until 3 s.
+	sent := holdBatches(t, st, callers, nil)
+	// Queued behind the flood; times out with the server still paused.
 	round("first", func(err error) bool { return errors.Is(err, context.DeadlineExceeded) })
-	time.Sleep(time.Until(begin.Add(2500 * time.Millisecond)))
-	// Sent at 2.5 s, answered once the server wakes and drains the flood.
-	round("second", func(err error) bool { return err == nil })
+	// Queued behind the timed-out batch; answered once the server resumes
+	// and drains the flood.
+	second := make(chan struct{})
+	go func() {
+		defer close(second)
+		round("second", func(err error) bool { return err == nil })
+	}()
+	waitfor.True(t, "the second batch sent", func() bool { return sent.Load() == 2 })
+	resume()
+	<-second
 	stopFlood()
 	st.batch.yield = nil
 	for g := range callers {
@@ -292,6 +301,45 @@ func TestBatchTimedOutQueued(t *testing.T) {
 			t.Errorf("timed-out batch's key %d charged %d times, want at most once", g, 10-d.Remaining)
 		}
 	}
+}
+
+// waitBackedUp waits until an established connection to addr holds bytes
+// its peer has not taken (/proc/net/tcp's tx_queue above 0): on loopback a
+// receiver acknowledges at once while its window is open, so bytes left
+// mean the sleeping server's receive buffer is full, and what is written
+// after them stays queued in the client. It skips t without /proc/net/tcp.
+func waitBackedUp(t *testing.T, addr string) {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/proc/net/tcp"); err != nil {
+		t.Skipf("no /proc/net/tcp to see the connection back up: %v", err)
+	}
+	peer := fmt.Sprintf(":%04X", p)
+	waitfor.True(t, "bytes queued on a connection to "+addr, func() bool {
+		b, err := os.ReadFile("/proc/net/tcp")
+		if err != nil {
+			return false
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			// sl local_address rem_address st tx_queue:rx_queue ...; 01 is ESTABLISHED.
+			f := strings.Fields(l)
+			if len(f) < 5 || !strings.HasSuffix(f[2], peer) || f[3] != "01" {
+				continue
+			}
+			tx, _, _ := strings.Cut(f[4], ":")
+			if n, err := strconv.ParseUint(tx, 16, 64); err == nil && n > 0 {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // TestBatchPanic: if sending a batch panics, every caller in it that was

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -275,4 +276,42 @@ func (s *Server) DebugSleep(t testing.TB, seconds string) <-chan struct{} {
 		t.Errorf("redis-server on %s: not seen inside DEBUG SLEEP %s (%s)", s.Addr, seconds, wchan)
 	}
 	return done
+}
+
+// Pause stops the server's process (SIGSTOP) and returns once the kernel
+// shows it stopped; the returned resume continues it (SIGCONT), and runs
+// at cleanup too. A paused server reads nothing, so what clients send
+// backs up in their connections for as long as the test decides, not for
+// a DEBUG SLEEP's fixed time. Errors fail t.
+func (s *Server) Pause(t testing.TB) (resume func()) {
+	t.Helper()
+	s.mu.Lock()
+	proc := s.proc
+	s.mu.Unlock()
+	if proc == nil {
+		t.Fatalf("redis-server on %s: pausing a stopped server", s.Addr)
+	}
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("redis-server on %s: SIGSTOP: %v", s.Addr, err)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			if err := proc.Signal(syscall.SIGCONT); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				t.Errorf("redis-server on %s: SIGCONT: %v", s.Addr, err)
+			}
+		})
+	}
+	t.Cleanup(resume)
+	// /proc/PID/stat's third field is the state: T once stopped (Linux).
+	stat := fmt.Sprintf("/proc/%d/stat", proc.Cmd.Process.Pid)
+	waitfor.True(t, "redis-server stopped by SIGSTOP", func() bool {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			return false
+		}
+		_, after, ok := bytes.Cut(b, []byte(") "))
+		return ok && len(after) > 0 && after[0] == 'T'
+	})
+	return resume
 }
