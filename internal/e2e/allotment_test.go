@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"rlproxy/internal/testutil/faultrelay"
 	"rlproxy/internal/testutil/fleet"
 	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
@@ -80,4 +81,65 @@ func allotMetric(t *testing.T, adminURL, series string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestAllotmentStoreOutage: Valkey unreachable for 2 s (the fault relay
+// resets every connection) under an instance holding a slice. The
+// instance admits at most the units it held when the store went away,
+// then its policy's on_store_error (deny: 503) decides, and
+// rlproxy_store_fallback_decisions_total grows by exactly the 503s the
+// client got.
+func TestAllotmentStoreOutage(t *testing.T) {
+	t.Parallel()
+	srv := redisserver.Start(t)
+	relay := faultrelay.Start(t, srv.Addr)
+	up := rlproxytest.NewUpstream(t)
+	f := fleet.Start(t, 1, fmt.Sprintf(`
+store: { type: valkey, valkey: { addrs: [%q], timeout: 300ms } }
+upstreams: { app: { url: %q } }
+policies:
+  hot: { algorithm: fixed_window, limit: 1000000, window: 1h, on_store_error: deny, allotment: { max_fraction: 0.5, ttl: 300ms } }
+routes:
+  - { name: hot, upstream: app, policies: [hot] }
+`, relay.Addr(), up.URL))
+	c := rlproxytest.ClientFrom("127.0.0.32")
+	e2eAwayFromBoundary(t, time.Hour, 60*time.Second)
+	admin, url := f.Procs[0].AdminURL, f.URL(0)
+	const held = `rlproxy_allotment_outstanding_units{policy="hot"}`
+	deadline := time.Now().Add(20 * time.Second)
+	for allotMetric(t, admin, held) == 0 {
+		for range 20 {
+			if resp, _ := rlproxytest.Get(t, c, url+"/"); resp.StatusCode != 200 {
+				t.Fatalf("status %d before the outage", resp.StatusCode)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no slice after 20 s")
+		}
+	}
+	relay.Reset()
+	had := allotMetric(t, admin, held) // no grant arrives any more: only spending or returns shrink it
+	const fb = `rlproxy_store_fallback_decisions_total{mode="closed",policy="hot"}`
+	fb0 := allotMetric(t, admin, fb)
+	codes := map[int]int{}
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		resp, _ := rlproxytest.Get(t, c, url+"/")
+		codes[resp.StatusCode]++
+	}
+	relay.Pass()
+	fb1 := allotMetric(t, admin, fb)
+	t.Logf("outage of 2 s holding %v units: statuses %v; fallback decisions %v -> %v", had, codes, fb0, fb1)
+	if float64(codes[200]) > had {
+		t.Errorf("%d admitted while the store was away, holding %v units", codes[200], had)
+	}
+	total := 0
+	for _, n := range codes {
+		total += n
+	}
+	if codes[503] == 0 || codes[200]+codes[503] != total {
+		t.Errorf("statuses %v: want 200 from the slice, then 503 (on_store_error: deny)", codes)
+	}
+	if got := fb1 - fb0; got != float64(codes[503]) {
+		t.Errorf("rlproxy_store_fallback_decisions_total grew by %v, the client got %d fallback answers (503)", got, codes[503])
+	}
 }
