@@ -154,7 +154,11 @@ func New(next store.Store, src Source, opt Options) *Layer {
 // and its slice can pay; every other decision is next's.
 func (l *Layer) Decide(ctx context.Context, checks []store.Check, now int64, out []algo.Decision) (int64, error) {
 	if len(checks) != 1 || checks[0].Allot == nil || checks[0].Cost < 1 || l.closed.Load() {
-		return l.next.Decide(ctx, checks, now, out)
+		at, err := l.next.Decide(ctx, checks, now, out)
+		if err == nil {
+			l.addHeld(checks, now, out)
+		}
+		return at, err
 	}
 	ck := &checks[0]
 	t := now
@@ -190,6 +194,37 @@ func (l *Layer) Decide(ctx context.Context, checks []store.Check, now int64, out
 		return t, nil
 	}
 	return l.next.Decide(ctx, checks, now, out)
+}
+
+// addHeld adds to the remaining of each cost-0 check with an Allotment
+// (a look that charges nothing: the quota endpoint, the admin quota
+// lookup) the units this instance holds for its key in slices it can
+// still spend at now (0: the local clock): the store counts them as
+// charged, yet they are the client's to spend. Units held by other
+// instances are not known here: the figure is short by at most those
+// (the under-admission bound).
+func (l *Layer) addHeld(checks []store.Check, now int64, out []algo.Decision) {
+	for i := range checks {
+		ck := &checks[i]
+		if ck.Cost != 0 || ck.Allot == nil {
+			continue
+		}
+		if now == 0 {
+			now = l.now()
+		}
+		sh := &l.shards[maphash.String(l.seed, ck.Key)%shards]
+		sh.mu.RLock()
+		e := sh.m[ck.Key]
+		sh.mu.RUnlock()
+		if e == nil {
+			continue
+		}
+		e.mu.Lock()
+		if e.limit == ck.Limit && *e.set == *ck.Allot {
+			out[i].Remaining += e.held(now)
+		}
+		e.mu.Unlock()
+	}
 }
 
 // add creates the entry of a key that became hot; nil past MaxKeys.

@@ -150,6 +150,19 @@ func (l *Layer) spend(e *entry, t, cost int64, d *algo.Decision) bool {
 	return true
 }
 
+// held is the units of e's slices that can still pay at t: those of the
+// current window (or bucket), not a prefetched next window's. e.mu is
+// held.
+func (e *entry) held(t int64) int64 {
+	var n int64
+	for _, s := range [...]*slice{&e.cur, &e.next} {
+		if s.units > 0 && !e.over(s, t) {
+			n += s.units
+		}
+	}
+	return n
+}
+
 // wanted is the size of the slice to fetch for e at t, 0 for none, and
 // for a window's slice of the next window (a prefetch) that window's
 // start, store ms. A window's next one is fetched in its last

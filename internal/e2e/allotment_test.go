@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -142,4 +143,48 @@ routes:
 	if got := fb1 - fb0; got != float64(codes[503]) {
 		t.Errorf("rlproxy_store_fallback_decisions_total grew by %v, the client got %d fallback answers (503)", got, codes[503])
 	}
+}
+
+// TestAllotmentQuotaEndpoint: the quota endpoint of an instance holding a
+// slice reports the shared state plus the units it holds: exactly the
+// limit minus the requests admitted (one instance: nothing held
+// elsewhere), not minus the slice's unspent units too.
+func TestAllotmentQuotaEndpoint(t *testing.T) {
+	t.Parallel()
+	srv := redisserver.Start(t)
+	up := rlproxytest.NewUpstream(t)
+	f := fleet.Start(t, 1, fmt.Sprintf(`
+store: { type: valkey, valkey: { addrs: [%q], timeout: 2s } }
+quota_endpoint: { path: /rate-limit }
+upstreams: { app: { url: %q } }
+policies:
+  hot: { algorithm: fixed_window, limit: 1000, window: 1h, allotment: { max_fraction: 0.5, ttl: 60s } }
+routes:
+  - { name: hot, upstream: app, policies: [hot] }
+`, srv.Addr, up.URL))
+	c := rlproxytest.ClientFrom("127.0.0.33")
+	e2eAwayFromBoundary(t, time.Hour, 60*time.Second)
+	admin, url := f.Procs[0].AdminURL, f.URL(0)
+	sent := 0
+	for deadline := time.Now().Add(20 * time.Second); allotMetric(t, admin, `rlproxy_allotment_outstanding_units{policy="hot"}`) == 0; {
+		for range 10 {
+			if resp, _ := rlproxytest.Get(t, c, url+"/"); resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			sent++
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no slice after 20 s")
+		}
+	}
+	held := allotMetric(t, admin, `rlproxy_allotment_outstanding_units{policy="hot"}`)
+	resp, body := rlproxytest.Get(t, c, url+"/rate-limit?path=/")
+	var q struct{ Limit, Remaining int64 }
+	if err := json.Unmarshal([]byte(body), &q); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("quota endpoint: %d %q: %v", resp.StatusCode, body, err)
+	}
+	if q.Limit != 1000 || q.Remaining != 1000-int64(sent) {
+		t.Errorf("quota endpoint: limit %d remaining %d after %d requests with %v units held, want 1000 and %d", q.Limit, q.Remaining, sent, held, 1000-sent)
+	}
+	t.Logf("%d requests, %v units held: remaining %d", sent, held, q.Remaining)
 }
