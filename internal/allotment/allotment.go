@@ -339,7 +339,7 @@ func (l *Layer) fetch(e *entry, want, at, ahead int64) {
 	}
 	e.rtt = recv - sent
 	s := slice{units: granted, size: granted, at: used, got: recv, until: sent + ttl, left: left, reset: recv + reset}
-	window := algo.Describe(ck.Limit.Kind).Slices == algo.SliceWindow
+	window := algo.Describe(ck.Limit.Kind).Slices.Windowed()
 	if window {
 		if ahead == 0 {
 			e.mapClocks(at, used, sent, recv)

@@ -165,7 +165,7 @@ func (e *entry) held(t int64) int64 {
 
 // wanted is the size of the slice to fetch for e at t, 0 for none, and
 // for a window's slice of the next window (a prefetch) that window's
-// start, store ms. A window's next one is fetched in its last
+// start, store ms. A fixed window's next one is fetched in its last
 // aheadLead ms plus three round trips (one for a fetch of the current
 // window on its way), so it arrives before the edge. Otherwise a slice
 // is fetched when the current one is half spent, or has left less than
@@ -176,11 +176,11 @@ func (e *entry) wanted(t, hot int64) (want, ahead int64) {
 	if e.fetching || t < e.lean || e.n+e.prev < hot {
 		return 0, 0
 	}
-	window := algo.Describe(e.limit.Kind).Slices == algo.SliceWindow
-	if window && e.mapped {
+	rule := algo.Describe(e.limit.Kind).Slices
+	if rule.Windowed() && e.mapped {
 		end := e.limit.WindowEnd(t + e.lo)
 		left := end - (t + e.hi) // ms surely left in the window
-		if left <= 3*e.rtt+aheadLead && e.ahead.units == 0 && e.dry != e.limit.WindowEnd(end) {
+		if rule == algo.SliceWindow && left <= 3*e.rtt+aheadLead && e.ahead.units == 0 && e.dry != e.limit.WindowEnd(end) {
 			e.fetching = true
 			return e.size(t), end
 		}
