@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -187,4 +188,70 @@ routes:
 		t.Errorf("quota endpoint: limit %d remaining %d after %d requests with %v units held, want 1000 and %d", q.Limit, q.Remaining, sent, held, 1000-sent)
 	}
 	t.Logf("%d requests, %v units held: remaining %d", sent, held, q.Remaining)
+}
+
+// TestAllotmentFarValkey: an rlproxy 80 ms each way from Valkey (the
+// fault relay), one client on one connection, a busy key of a fixed
+// window of 1 s. After the ramp-up no decision waits on Valkey for 6 s,
+// across the window edges too (the next window's slice is fetched ahead): no
+// decision in rlproxy_store_duration_seconds above 100 ms, and the
+// client's p99 stays at most 2.5 ms.
+func TestAllotmentFarValkey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("at least 8 s of traffic")
+	}
+	srv := redisserver.Start(t)
+	relay := faultrelay.Start(t, srv.Addr)
+	up := rlproxytest.NewUpstream(t)
+	f := fleet.Start(t, 1, fmt.Sprintf(`
+store: { type: valkey, valkey: { addrs: [%q], timeout: 2s } }
+upstreams: { app: { url: %q } }
+policies:
+  hot: { algorithm: fixed_window, limit: 1000000, window: 1s, allotment: { max_fraction: 0.5, ttl: 10s } }
+routes:
+  - { name: hot, upstream: app, policies: [hot] }
+`, relay.Addr(), up.URL))
+	relay.Delay(80 * time.Millisecond)
+	c := rlproxytest.ClientFrom("127.0.0.34")
+	admin, url := f.Procs[0].AdminURL, f.URL(0)
+	slow := func() float64 { // store decisions above 100 ms: those that waited on Valkey
+		return allotMetric(t, admin, "rlproxy_store_duration_seconds_count") - allotMetric(t, admin, `rlproxy_store_duration_seconds_bucket{le="0.1"}`)
+	}
+	get := func() time.Duration {
+		start := time.Now()
+		resp, _ := rlproxytest.Get(t, c, url+"/")
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return time.Since(start)
+	}
+	// The ramp-up (as in internal/allotment's TestFarFromStore: each slice
+	// sized to the rate the last was spent at) ends once 2 s (2 window
+	// edges) passed without a request waiting on Valkey.
+	start, quiet := time.Now(), time.Now()
+	for time.Since(quiet) < 2*time.Second {
+		if get() > 50*time.Millisecond {
+			quiet = time.Now()
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("requests still wait on Valkey after 30 s")
+		}
+	}
+	rampUp := time.Since(start)
+	before := slow()
+	var lat []time.Duration
+	first := time.Now()
+	for time.Since(first) < 6*time.Second {
+		lat = append(lat, get())
+	}
+	waited := slow() - before
+	slices.Sort(lat)
+	p99 := lat[len(lat)*99/100]
+	t.Logf("%d requests over 6 s (6 window edges) after a ramp-up of %v: client p99 %v, worst %v; %v decisions waited on Valkey", len(lat), rampUp, p99, lat[len(lat)-1], waited)
+	if waited != 0 {
+		t.Errorf("%v decisions waited on Valkey after the ramp-up", waited)
+	}
+	if p99 > 2500*time.Microsecond {
+		t.Errorf("client p99 %v, want at most 2.5 ms", p99)
+	}
 }
