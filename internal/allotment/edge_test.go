@@ -3,6 +3,7 @@ package allotment
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"testing"
 	"time"
@@ -21,6 +22,8 @@ import (
 // the store, also at the edges; with a limit that is reached, every
 // window admits at most the limit, and a refusal comes only once the
 // fleet admitted the limit minus the units the other instance held.
+// Closing the instances returns the next window's units they hold ahead
+// exactly.
 func TestWindowEdgePrefetch(t *testing.T) {
 	srv := redisserver.Start(t)
 	const W = 60_000
@@ -74,7 +77,23 @@ func TestWindowEdgePrefetch(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("limit %d: admitted per window %v, %d fetches, %d store decisions (%d before the first edge)", count, admitted, fetches(fl), next[0].n.Load()+next[1].n.Load(), warm)
+			// The instances hold the next window's slices, charged ahead;
+			// closing returns them: that window is untouched again.
+			var ahead int64
+			for _, in := range fl {
+				e := in.l.shards[maphash.String(in.l.seed, key)%shards].m[key]
+				ahead += e.ahead.units
+				in.l.Close()
+			}
+			var out [1]algo.Decision
+			ck := [1]store.Check{{Key: key, Limit: lim}}
+			if _, err := fl[0].vs.Decide(context.Background(), ck[:], c.now(), out[:]); err != nil {
+				t.Fatal(err)
+			}
+			if ahead == 0 || out[0].Remaining != count {
+				t.Errorf("next window: %d left after returning the %d units held ahead, want all %d", out[0].Remaining, ahead, count)
+			}
+			t.Logf("limit %d: admitted per window %v, %d fetches, %d store decisions (%d before the first edge), %d units held ahead at the end", count, admitted, fetches(fl), next[0].n.Load()+next[1].n.Load(), warm, ahead)
 		})
 	}
 }
