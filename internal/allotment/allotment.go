@@ -402,7 +402,7 @@ func (l *Layer) Sweep(now int64) {
 			if e.next.units > 0 && e.over(&e.next, now) {
 				l.giveBack(e, &e.next)
 			}
-			if e.ahead.units > 0 && now >= e.ahead.until {
+			if e.ahead.units > 0 && e.over(&e.ahead, now) {
 				l.giveBack(e, &e.ahead)
 			}
 			if e.cur.units == 0 && e.next.units == 0 && e.ahead.units == 0 && !e.fetching && now-e.last > e.set.TTL {

@@ -120,7 +120,7 @@ func (l *Layer) spend(e *entry, t, cost int64, d *algo.Decision) bool {
 	if e.next.units > 0 && e.over(&e.next, t) {
 		l.giveBack(e, &e.next)
 	}
-	if e.ahead.units > 0 && t >= e.ahead.until {
+	if e.ahead.units > 0 && e.over(&e.ahead, t) {
 		l.giveBack(e, &e.ahead)
 	}
 	if e.cur.units == 0 && e.next.units > 0 {
