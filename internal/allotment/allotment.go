@@ -50,9 +50,8 @@ const (
 	shards = 16
 	// heatSlots is the number of hashed heat counters per shard.
 	heatSlots = 1024
-	// aheadLead is how long (ms) before a window's end, beyond three
-	// round trips, its next window's slice is fetched: a fetch that takes
-	// that much longer than the last still arrives before the edge.
+	// aheadLead is how long (ms) before a window's end, beyond four
+	// round trips, its next window's slice is fetched (entry.wanted).
 	aheadLead = 20
 )
 
@@ -332,7 +331,11 @@ func (l *Layer) fetch(e *entry, want, at, ahead int64) {
 	recv := l.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.fetching = false
+	if ahead != 0 {
+		e.fetchingAhead = false
+	} else {
+		e.fetching = false
+	}
 	if err != nil {
 		e.lean = recv + ttl // the store is failing: decide per request (the fail mode) for a while
 		return
@@ -365,6 +368,8 @@ func (l *Layer) fetch(e *entry, want, at, ahead int64) {
 		l.giveBack(e, &s)
 	case ahead != 0 && e.ahead.units == 0:
 		e.ahead = s
+	case ahead != 0 && e.ahead.win == s.win: // a top-up of the same window
+		e.ahead.units, e.ahead.size, e.ahead.until = e.ahead.units+s.units, e.ahead.size+s.size, min(e.ahead.until, s.until)
 	case ahead != 0:
 		l.giveBack(e, &s)
 	case e.cur.units == 0:
@@ -405,7 +410,7 @@ func (l *Layer) Sweep(now int64) {
 			if e.ahead.units > 0 && e.over(&e.ahead, now) {
 				l.giveBack(e, &e.ahead)
 			}
-			if e.cur.units == 0 && e.next.units == 0 && e.ahead.units == 0 && !e.fetching && now-e.last > e.set.TTL {
+			if e.cur.units == 0 && e.next.units == 0 && e.ahead.units == 0 && !e.fetching && !e.fetchingAhead && now-e.last > e.set.TTL {
 				delete(sh.m, k)
 				l.keys.Add(-1)
 			}

@@ -19,7 +19,10 @@ type entry struct {
 	// the same window); ahead is a window's slice of the next window,
 	// fetched before the current one ends (prefetch).
 	cur, next, ahead slice
-	fetching         bool
+	// fetching and fetchingAhead mark a fetch on its way, of the
+	// current window (or bucket) and of the next window: one of each at
+	// a time, so a prefetch never holds up a refill.
+	fetching, fetchingAhead bool
 	// lean is the local ms before which no slice is fetched: the store
 	// had too little left of a bucket, or failed. dry is the store ms
 	// end of a window that had too little left: no more slices of it.
@@ -129,6 +132,7 @@ func (l *Layer) spend(e *entry, t, cost int64, d *algo.Decision) bool {
 	if e.cur.units == 0 && e.ahead.units > 0 && t+e.lo >= e.ahead.win {
 		e.cur, e.ahead = e.ahead, slice{}
 		e.cur.win = 0 // surely begun: local time only moves on
+		e.cur.got = t // its spending (and so its rate) starts now
 	}
 	s, a := &e.cur, &e.ahead
 	switch {
@@ -166,29 +170,31 @@ func (e *entry) held(t int64) int64 {
 // wanted is the size of the slice to fetch for e at t, 0 for none, and
 // for a window's slice of the next window (a prefetch) that window's
 // start, store ms. A fixed window's next one is fetched in its last
-// aheadLead ms plus three round trips (one for a fetch of the current
-// window on its way), so it arrives before the edge. Otherwise a slice
-// is fetched when the current one is half spent, or has left less than
+// aheadLead ms plus four round trips, beside any fetch of the current
+// window: one that takes up to four times as long as the last still
+// arrives before the edge. It is at least the current slice's size, and
+// fetched again (added to it) once half spent: decisions near the edge
+// pay from it too. Otherwise a slice is fetched when the current one is half spent, or has left less than
 // two round trips of its rate, or is gone, and no other is held or on
 // its way, but not in a window's last two round trips (it would end at
-// once). It marks e fetching. e.mu is held.
+// once). It marks e fetching (or fetchingAhead). e.mu is held.
 func (e *entry) wanted(t, hot int64) (want, ahead int64) {
-	if e.fetching || t < e.lean || e.n+e.prev < hot {
+	if t < e.lean || e.n+e.prev < hot {
 		return 0, 0
 	}
 	rule := algo.Describe(e.limit.Kind).Slices
 	if rule.Windowed() && e.mapped {
 		end := e.limit.WindowEnd(t + e.lo)
 		left := end - (t + e.hi) // ms surely left in the window
-		if rule == algo.SliceWindow && left <= 3*e.rtt+aheadLead && e.ahead.units == 0 && e.dry != e.limit.WindowEnd(end) {
-			e.fetching = true
-			return e.size(t), end
+		if rule == algo.SliceWindow && left <= 4*e.rtt+aheadLead && !e.fetchingAhead && e.ahead.units <= e.ahead.size/2 && e.dry != e.limit.WindowEnd(end) {
+			e.fetchingAhead = true
+			return max(e.size(t), e.cur.size), end
 		}
 		if e.dry == end || left <= 2*e.rtt+1 {
 			return 0, 0
 		}
 	}
-	if e.next.units > 0 {
+	if e.fetching || e.next.units > 0 {
 		return 0, 0
 	}
 	r := e.rate(t)
