@@ -126,7 +126,17 @@ const (
 	// SliceBucket: a slice is tokens taken at once and spent within the
 	// allotment's ttl: in any interval L at most B + rate·(L + ttl).
 	SliceBucket
+	// SliceCounter: as SliceWindow, a slice is units of one window's
+	// count, spent only while the window lasts, but the next window's is
+	// not taken ahead (its previous-window weight is this window's final
+	// count): every admission passes the sliding counter's test on the
+	// counts the fleet admitted.
+	SliceCounter
 )
+
+// Windowed reports whether slices under r are units of one window (spent
+// only while it lasts): SliceWindow and SliceCounter.
+func (r SliceRule) Windowed() bool { return r == SliceWindow || r == SliceCounter }
 
 // quota is q of l under rule r.
 func (r QuotaRule) quota(l *Limit) int64 {

@@ -7,9 +7,8 @@ package algo
 var slidingWindow = Algorithm{
 	Kind: SlidingWindow, Name: "sliding_window", Label: "sliding counter", Code: "sw", Listed: 5,
 	Fields: []string{"limit", "window", "calendar", "timezone"}, Required: []string{"limit"},
-	MaxCount: MaxWindowCount, WeighsNext: true,
-	NoSlice: "not built yet: a slice would have to carry the weight of the previous window",
-	params:  windowParams,
+	MaxCount: MaxWindowCount, WeighsNext: true, Slices: SliceCounter,
+	params: windowParams,
 }
 
 // slidingWindowOp performs operation o of the sliding window counter (Limit.run).

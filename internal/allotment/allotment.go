@@ -50,6 +50,9 @@ const (
 	shards = 16
 	// heatSlots is the number of hashed heat counters per shard.
 	heatSlots = 1024
+	// aheadLead is how long (ms) before a window's end, beyond four
+	// round trips, its next window's slice is fetched (entry.wanted).
+	aheadLead = 20
 )
 
 // Options configures New.
@@ -150,7 +153,11 @@ func New(next store.Store, src Source, opt Options) *Layer {
 // and its slice can pay; every other decision is next's.
 func (l *Layer) Decide(ctx context.Context, checks []store.Check, now int64, out []algo.Decision) (int64, error) {
 	if len(checks) != 1 || checks[0].Allot == nil || checks[0].Cost < 1 || l.closed.Load() {
-		return l.next.Decide(ctx, checks, now, out)
+		at, err := l.next.Decide(ctx, checks, now, out)
+		if err == nil {
+			l.addHeld(checks, now, out)
+		}
+		return at, err
 	}
 	ck := &checks[0]
 	t := now
@@ -176,16 +183,47 @@ func (l *Layer) Decide(ctx context.Context, checks []store.Check, now int64, out
 	}
 	e.observe(t, ck.Cost)
 	ok := l.spend(e, t, ck.Cost, &out[0])
-	want := e.wanted(t, l.hot)
+	want, ahead := e.wanted(t, l.hot)
 	e.mu.Unlock()
 	if want > 0 {
 		at := now // the store's clock unless time is injected
-		l.spawn(func() { l.fetch(e, want, at) })
+		l.spawn(func() { l.fetch(e, want, at, ahead) })
 	}
 	if ok {
 		return t, nil
 	}
 	return l.next.Decide(ctx, checks, now, out)
+}
+
+// addHeld adds to the remaining of each cost-0 check with an Allotment
+// (a look that charges nothing: the quota endpoint, the admin quota
+// lookup) the units this instance holds for its key in slices it can
+// still spend at now (0: the local clock): the store counts them as
+// charged, yet they are the client's to spend. Units held by other
+// instances are not known here: the figure is short by at most those
+// (the under-admission bound).
+func (l *Layer) addHeld(checks []store.Check, now int64, out []algo.Decision) {
+	for i := range checks {
+		ck := &checks[i]
+		if ck.Cost != 0 || ck.Allot == nil {
+			continue
+		}
+		if now == 0 {
+			now = l.now()
+		}
+		sh := &l.shards[maphash.String(l.seed, ck.Key)%shards]
+		sh.mu.RLock()
+		e := sh.m[ck.Key]
+		sh.mu.RUnlock()
+		if e == nil {
+			continue
+		}
+		e.mu.Lock()
+		if e.limit == ck.Limit && *e.set == *ck.Allot {
+			out[i].Remaining += e.held(now)
+		}
+		e.mu.Unlock()
+	}
 }
 
 // add creates the entry of a key that became hot; nil past MaxKeys.
@@ -239,7 +277,8 @@ func (l *Layer) EachAllotment(f func(policy string, outstanding int64, fetches u
 func (l *Layer) retire(e *entry, ck *store.Check) {
 	l.giveBack(e, &e.cur)
 	l.giveBack(e, &e.next)
-	e.limit, e.set, e.gen = ck.Limit, ck.Allot, e.gen+1
+	l.giveBack(e, &e.ahead)
+	e.limit, e.set, e.gen, e.dry = ck.Limit, ck.Allot, e.gen+1, 0
 }
 
 // giveBack empties s and returns its unused units to the store in the
@@ -270,8 +309,10 @@ func (l *Layer) takeBack(e *entry, s *slice) func() {
 }
 
 // fetch takes a slice of want units for e and installs it. at is the
-// now of the decision that asked (0: the store's clock).
-func (l *Layer) fetch(e *entry, want, at int64) {
+// now of the decision that asked (0: the store's clock); ahead, when not
+// 0, is the start (store ms) of the next window, whose slice is taken
+// before it begins: charged to that window at once, spent from its start.
+func (l *Layer) fetch(e *entry, want, at, ahead int64) {
 	e.mu.Lock()
 	ck := store.Check{Key: e.key, Limit: e.limit, Cost: want}
 	permille, ttl, gen := e.set.MaxFraction, e.set.TTL, e.gen
@@ -280,45 +321,75 @@ func (l *Layer) fetch(e *entry, want, at int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.tmo)
 	defer cancel()
 	sent := l.now()
-	if at != 0 {
+	switch {
+	case ahead != 0:
+		at = ahead // the window's first ms: the store charges that window
+	case at != 0:
 		at = max(at, sent)
 	}
 	used, granted, left, reset, err := l.src.Allot(ctx, ck, permille, at)
 	recv := l.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.fetching = false
+	if ahead != 0 {
+		e.fetchingAhead = false
+	} else {
+		e.fetching = false
+	}
 	if err != nil {
 		e.lean = recv + ttl // the store is failing: decide per request (the fail mode) for a while
 		return
 	}
-	s := slice{units: granted, size: granted, at: used, got: recv, until: sent + ttl, left: left, reset: recv + reset}
-	if a := algo.Describe(ck.Limit.Kind); a.Slices == algo.SliceWindow {
-		// The window ends (end - used) after the store's now, which the
-		// store read no earlier than sent; the rtt more keeps the last
-		// local decisions inside the window.
-		s.until = min(s.until, sent+ck.Limit.WindowEnd(used)-used-(recv-sent))
-	}
 	e.rtt = recv - sent
+	s := slice{units: granted, size: granted, at: used, got: recv, until: sent + ttl, left: left, reset: recv + reset}
+	window := algo.Describe(ck.Limit.Kind).Slices.Windowed()
+	if window {
+		if ahead == 0 {
+			e.mapClocks(at, used, sent, recv)
+		}
+		s.end = used + reset
+		if ahead != 0 {
+			s.win = used
+		}
+		s.reset = s.end - e.lo
+	}
 	if granted < minSlice { // little left: per request until it refills or the window ends
 		e.lean = s.until
-		if a := algo.Describe(ck.Limit.Kind); a.Slices == algo.SliceWindow {
-			e.lean = sent + ck.Limit.WindowEnd(used) - used
+		if window {
+			e.lean, e.dry = 0, s.end
 		}
 	}
 	if granted == 0 {
 		return
 	}
 	e.stats.Outstanding.Add(granted)
-	if gen != e.gen || l.closed.Load() || s.until <= recv {
+	switch {
+	case gen != e.gen || l.closed.Load() || e.over(&s, recv):
 		l.giveBack(e, &s)
-		return
-	}
-	if e.cur.units == 0 {
+	case ahead != 0 && e.ahead.units == 0:
+		e.ahead = s
+	case ahead != 0 && e.ahead.win == s.win: // a top-up of the same window
+		e.ahead.units, e.ahead.size, e.ahead.until = e.ahead.units+s.units, e.ahead.size+s.size, min(e.ahead.until, s.until)
+	case ahead != 0:
+		l.giveBack(e, &s)
+	case e.cur.units == 0:
 		e.cur = s
-	} else {
+	default:
 		e.next = s
 	}
+}
+
+// mapClocks sets e's bounds on the store's clock minus the local one from
+// a fetch sent at sent and answered at recv (local ms) that the store
+// decided at used: with injected time (at != 0) the store used the time
+// passed, so the clocks are one. e.mu is held.
+func (e *entry) mapClocks(at, used, sent, recv int64) {
+	e.mapped = true
+	if at != 0 {
+		e.lo, e.hi = 0, 0
+		return
+	}
+	e.lo, e.hi = used-recv, used-sent
 }
 
 // Sweep returns the unused units of every slice that ended by now (local
@@ -330,13 +401,16 @@ func (l *Layer) Sweep(now int64) {
 		sh.mu.Lock()
 		for k, e := range sh.m {
 			e.mu.Lock()
-			if e.cur.units > 0 && now >= e.cur.until {
+			if e.cur.units > 0 && e.over(&e.cur, now) {
 				l.giveBack(e, &e.cur)
 			}
-			if e.next.units > 0 && now >= e.next.until {
+			if e.next.units > 0 && e.over(&e.next, now) {
 				l.giveBack(e, &e.next)
 			}
-			if e.cur.units == 0 && e.next.units == 0 && !e.fetching && now-e.last > e.set.TTL {
+			if e.ahead.units > 0 && e.over(&e.ahead, now) {
+				l.giveBack(e, &e.ahead)
+			}
+			if e.cur.units == 0 && e.next.units == 0 && e.ahead.units == 0 && !e.fetching && !e.fetchingAhead && now-e.last > e.set.TTL {
 				delete(sh.m, k)
 				l.keys.Add(-1)
 			}
@@ -390,7 +464,7 @@ func (l *Layer) Close() error {
 		sh.mu.Lock()
 		for _, e := range sh.m {
 			e.mu.Lock()
-			for _, s := range []*slice{&e.cur, &e.next} {
+			for _, s := range []*slice{&e.cur, &e.next, &e.ahead} {
 				if f := l.takeBack(e, s); f != nil {
 					wg.Add(1)
 					go func() {

@@ -97,9 +97,10 @@ local function writeback()
   wb = {}
 end
 
--- load returns the n doubles of a packed state; nothing (nil) when the key
--- is missing (missing state = idle state).
-local function load(key, n)
+-- load returns the n doubles of a packed state (or its m doubles, when m
+-- is given and the state has m); nothing (nil) when the key is missing
+-- (missing state = idle state).
+local function load(key, n, m)
   local s = wb and wb[key]
   if s then
     if s.n then
@@ -114,7 +115,9 @@ local function load(key, n)
     end
     return nil
   end
-  if #v ~= 8 * n then
+  if m and #v == 8 * m then
+    n = m
+  elseif #v ~= 8 * n then
     error('rlproxy: state of ' .. key .. ' is ' .. #v .. ' bytes, want ' .. 8 * n)
   end
   if wb then
@@ -124,6 +127,10 @@ local function load(key, n)
     end
     wb[key] = { a, b, c, n = n }
     return a, b, c
+  end
+  if m and n == 2 then
+    local a, b = struct.unpack(packed[2], v)
+    return a, b -- not struct.unpack's next position: the caller reads a third
   end
   return struct.unpack(packed[n], v)
 end

@@ -114,3 +114,33 @@ local function charge_sliding_window_calendar(key, now, count, b0, b1, b2, b3, c
   local pstart, start, _, nstop = calendar_span(now, b0, b1, b2, b3, tail)
   sw_charge(key, start, pstart, nstop - now, count, cost)
 end
+
+-- sw_allot takes a slice of window cw at el ms into it (W ms long, after
+-- window pw), keeping the key for ttl ms: at most want units and at most
+-- permille/1000 of those the counter would accept one by one now,
+-- count - floor(prev*(W-el)/W) - curr (sliding_count's test), charged
+-- to curr at once. As prev's weight only falls later in the window, every
+-- unit of the slice spent in this window passes that test on the counts
+-- the fleet admitted. No slice of the next window is taken ahead: its
+-- prev is this window's final count. It returns the units granted, those
+-- left after them and the ms to the window's end.
+local function sw_allot(key, count, cw, pw, el, W, ttl, want, permille)
+  local curr, prev = sw_counts(key, cw, pw)
+  local left = math.max(count - muldiv(prev, W - el, W) - curr, 0)
+  local grant = math.min(want, fdiv(left * permille, 1000))
+  if grant > 0 then
+    save(key, ttl, 3, cw, curr + grant, prev)
+  end
+  return grant, left - grant, W - el
+end
+
+local function allot_sliding_window(key, now, count, W, _, _, _, want, _, permille)
+  local cw = fdiv(now, W)
+  local el = now - cw * W
+  return sw_allot(key, count, cw, cw - 1, el, W, 2 * W - el, want, permille)
+end
+
+local function allot_sliding_window_calendar(key, now, count, b0, b1, b2, b3, want, tail, permille)
+  local pstart, start, stop, nstop = calendar_span(now, b0, b1, b2, b3, tail)
+  return sw_allot(key, count, start, pstart, now - start, stop - start, nstop - now, want, permille)
+end

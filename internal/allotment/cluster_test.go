@@ -1,0 +1,92 @@
+package allotment
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"rlproxy/internal/algo"
+	"rlproxy/internal/store"
+	"rlproxy/internal/store/valkey"
+	"rlproxy/internal/testutil/rediscluster"
+)
+
+// TestClusterSlots: two instances on a 3-master cluster, 24 hot keys in
+// 24 distinct hash slots (over the masters), a fixed window across an edge
+// (each key's next window prefetched on its own slot). Per key and window
+// the fleet admits at most the limit, and once both instances returned
+// their units the store's count of every key is exactly its admissions
+// in the current window.
+func TestClusterSlots(t *testing.T) {
+	cl := rediscluster.Start(t, 3)
+	const W, count, keys = 60_000, 100, 24
+	edge := (base/W + 1) * W
+	c := &clock{}
+	c.ms.Store(edge - 1500)
+	var fl []*Layer
+	for range 2 {
+		vs, err := valkey.New(context.Background(), valkey.Options{Addrs: cl.Addrs, KeyPrefix: "rl:", Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := New(vs, vs, Options{Now: c.now, Go: func(f func()) { f() }})
+		t.Cleanup(func() { l.Close() })
+		fl = append(fl, l)
+	}
+	lim := algo.Limit{Kind: algo.FixedWindow, Count: count, Period: W}
+	set := &store.Allotment{Policy: "p", MaxFraction: 500, TTL: W}
+	cc := cl.Client(t)
+	slots := map[int64]bool{}
+	name := func(k int) string { return fmt.Sprintf("rl:{slot%d}:fw", k) }
+	for k := range keys {
+		s, err := cc.Do(context.Background(), cc.B().ClusterKeyslot().Key(name(k)).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots[s] = true
+	}
+	if len(slots) != keys {
+		t.Fatalf("%d keys in %d slots", keys, len(slots))
+	}
+	admitted := map[string]int64{} // key@window
+	for r := 0; c.now() < edge+1500; r++ {
+		now := c.now()
+		for k := range keys {
+			var out [1]algo.Decision
+			ck := [1]store.Check{{Key: name(k), Limit: lim, Cost: 1, Allot: set}}
+			if _, err := fl[r%2].Decide(context.Background(), ck[:], now, out[:]); err != nil {
+				t.Fatalf("%s: %v", name(k), err)
+			}
+			if out[0].Allowed {
+				admitted[fmt.Sprintf("%s@%d", name(k), now/W)]++
+			}
+		}
+		c.ms.Add(10)
+	}
+	var f uint64
+	for _, l := range fl {
+		l.EachAllotment(func(_ string, _ int64, n uint64) { f += n })
+		l.Close()
+	}
+	probe, err := valkey.New(context.Background(), valkey.Options{Addrs: cl.Addrs, KeyPrefix: "rl:", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	for k := range keys {
+		before, after := admitted[fmt.Sprintf("%s@%d", name(k), edge/W-1)], admitted[fmt.Sprintf("%s@%d", name(k), edge/W)]
+		if before != count || after != count {
+			t.Errorf("%s: admitted %d before the edge and %d after, want %d and %d (150 requests each)", name(k), before, after, count, count)
+		}
+		var out [1]algo.Decision
+		ck := [1]store.Check{{Key: name(k), Limit: lim}}
+		if _, err := probe.Decide(context.Background(), ck[:], c.now(), out[:]); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Remaining != count-after {
+			t.Errorf("%s: the store has %d left, want exactly %d - %d admitted", name(k), out[0].Remaining, count, after)
+		}
+	}
+	t.Logf("%d keys in %d slots, %d fetches", keys, len(slots), f)
+}
