@@ -79,8 +79,10 @@ func (c *Controller) Sync(ctx context.Context) {
 		c.rebuild()
 	default:
 		for _, ch := range chs {
-			c.unapply(ch.id)
-			if ch.rec != nil {
+			switch {
+			case ch.rec == nil:
+				c.unapply(ch.id)
+			case c.recs[ch.id] == nil: // an entry never changes: one held already (this instance's own) stays
 				c.apply(ch.rec)
 			}
 		}

@@ -8,8 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"rlproxy/internal/config"
 	"rlproxy/internal/control"
+	"rlproxy/internal/metrics"
 	"rlproxy/internal/store/memory"
 	"rlproxy/internal/testutil/fakeclock"
 )
@@ -22,7 +26,7 @@ type controlled struct {
 	clk *fakeclock.Clock
 }
 
-func newControlled(t *testing.T, yml string) *controlled {
+func newControlled(t *testing.T, yml string, m ...*metrics.Metrics) *controlled {
 	t.Helper()
 	cfg, err := config.ParseWith("control.yaml", []byte(yml), config.LoadOptions{})
 	if err != nil {
@@ -36,7 +40,11 @@ func newControlled(t *testing.T, yml string) *controlled {
 		t.Fatal(err)
 	}
 	ctl.Configure(cfg)
-	l, err := New(cfg, Options{Store: st, Now: clk.Now, Control: ctl, LeasePrefix: "t-"})
+	opts := Options{Store: st, Now: clk.Now, Control: ctl, LeasePrefix: "t-"}
+	if len(m) > 0 {
+		opts.Metrics = m[0]
+	}
+	l, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,5 +229,21 @@ func TestPenaltyBox(t *testing.T) {
 	_ = c.l.Decide(context.Background(), c.l.Routes()[0], view(r), netip.MustParseAddr(ip), &res)
 	if res.Items[0].Refused != RefusedPenalty || res.RetryAfter != 60_000 {
 		t.Fatalf("refused %v, retry after %d ms, want the penalty's 60000", res.Items[0].Refused, res.RetryAfter)
+	}
+}
+
+// TestPenaltyDryRun: under dry_run the penalty is counted, never enforced.
+func TestPenaltyDryRun(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry(), "")
+	c := newControlled(t, strings.Replace(penaltyYAML, "penalty:", "dry_run: true, penalty:", 1), m)
+	if seq := c.seq(t, 8, "198.51.100.5"); seq != "........" {
+		t.Fatalf("dry run: %q, want every request passed", seq)
+	}
+	var got dto.Metric
+	if err := m.Penalties("api").Write(&got); err != nil {
+		t.Fatal(err)
+	}
+	if n := got.GetCounter().GetValue(); n != 1 {
+		t.Fatalf("rlproxy_penalties_total %v, want 1 (the box started once, and did not extend itself)", n)
 	}
 }
