@@ -80,7 +80,6 @@ func (l *Limiter) boxes(ctx context.Context, res *Result) {
 // A client in the box was refused before the store (boxes), so a running
 // penalty is never counted and does not extend itself.
 func (l *Limiter) countRefusals(ctx context.Context, res *Result) {
-	var out [1]algo.Decision
 	for i := range res.Items {
 		it := &res.Items[i]
 		pb := it.Policy.penalty
@@ -88,12 +87,10 @@ func (l *Limiter) countRefusals(ctx context.Context, res *Result) {
 			continue
 		}
 		key := res.stages[it.stage].checks[it.check].Key
-		ck := [1]store.Check{{Key: key + refusalsSuffix, Limit: pb.refusals, Cost: 1}}
-		if _, err := l.store.Decide(ctx, ck[:], l.decideAt(), out[:]); err != nil || out[0].Allowed && out[0].Remaining > 0 {
+		if d, err := l.decideOne(ctx, res, store.Check{Key: key + refusalsSuffix, Limit: pb.refusals, Cost: 1}); err != nil || d.Allowed && d.Remaining > 0 {
 			continue
 		}
-		ck[0] = store.Check{Key: key + boxSuffix, Limit: pb.box, Cost: 1}
-		if _, err := l.store.Decide(ctx, ck[:], l.decideAt(), out[:]); err != nil || !out[0].Allowed {
+		if d, err := l.decideOne(ctx, res, store.Check{Key: key + boxSuffix, Limit: pb.box, Cost: 1}); err != nil || !d.Allowed {
 			continue
 		}
 		pb.started.Inc()
@@ -102,4 +99,13 @@ func (l *Limiter) countRefusals(ctx context.Context, res *Result) {
 				"for_ms", pb.box.Period, "dry_run", it.Policy.DryRun)
 		}
 	}
+}
+
+// decideOne decides ck alone on the store, in res's scratch (no
+// allocation once it has grown).
+func (l *Limiter) decideOne(ctx context.Context, res *Result, ck store.Check) (algo.Decision, error) {
+	res.boxChecks = append(res.boxChecks[:0], ck)
+	res.boxOut = append(res.boxOut[:0], algo.Decision{})
+	_, err := l.store.Decide(ctx, res.boxChecks, l.decideAt(), res.boxOut)
+	return res.boxOut[0], err
 }
