@@ -85,6 +85,11 @@ type Item struct {
 	Status Status
 	// Unknown reports that the store could not say: no quota to report.
 	Unknown bool
+	// Refused says why the policy refused before any store decision (a
+	// control ban, the penalty box); NotRefused otherwise.
+	Refused Refusal
+	// key is the store key of a Refused item (it has no check).
+	key string
 
 	counters *metrics.PolicyCounters
 	// stage is the decision that answered for Policy (noStage: exempt) and
@@ -124,6 +129,13 @@ type Result struct {
 	plan     string        // the client's plan ("" = the route has no plans)
 	// credential: credBuf holds a known plan credential's client id
 	credential bool
+	// refused: an enforcing policy refused before the store (Refused)
+	refused bool
+	// scratch of the penalty box lookup (boxes): the box checks, their
+	// answers, and the item of each
+	boxChecks []store.Check
+	boxOut    []algo.Decision
+	boxItems  []int
 }
 
 // Plan returns the name of the plan the decision applied: the known
@@ -146,7 +158,7 @@ func (res *Result) reset(cost int64) {
 		res.stages[s].reset()
 	}
 	res.cost, res.refunded, res.settled = cost, false, false
-	res.plan, res.credential = "", false
+	res.plan, res.credential, res.refused = "", false, false
 }
 
 // Refunded reports whether Refund undid res's charges (logs tell a request
@@ -179,11 +191,12 @@ func (res *Result) LeaseRenewEvery() time.Duration {
 }
 
 // KeyFor returns the store key of Items[i] (client ids derived from
-// credentials are already hashed in it), or "" when it had no check.
+// credentials are already hashed in it), or "" when it had no check (an
+// exempt policy); a policy Refused before the store has its key.
 func (res *Result) KeyFor(i int) string {
 	it := &res.Items[i]
 	if it.stage == noStage {
-		return ""
+		return it.key
 	}
 	return res.stages[it.stage].checks[it.check].Key
 }
@@ -211,7 +224,7 @@ func (res *Result) pickBinding() {
 	res.Binding = -1
 	for i := range res.Items {
 		it := &res.Items[i]
-		if it.stage == noStage || it.Unknown {
+		if (it.stage == noStage && it.Refused == NotRefused) || it.Unknown {
 			continue
 		}
 		if res.Binding < 0 || Binds(it.Decision, res.Items[res.Binding].Decision) {
