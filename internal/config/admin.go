@@ -1,6 +1,11 @@
 package config
 
-import "gopkg.in/yaml.v3"
+import (
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
 
 // Admin is the `admin:` section: the admin page served on admin_listen
 // (docs/reference/operations.md, "Admin page").
@@ -12,6 +17,17 @@ type Admin struct {
 	// Basic authentication (RFC 7617); it is required to serve the page on
 	// an admin_listen that is not a loopback address.
 	BasicAuth *BasicAuth
+	// TokenFile is admin.token_file resolved against the config file's
+	// directory ("" when absent): named bearer tokens (ReadTokenFile) for
+	// the control API, reread whenever the file changes.
+	TokenFile string
+	// AuditLog is admin.audit_log resolved likewise ("" when absent: the
+	// audit lines go to the process log): one JSON line per change made
+	// through the control API.
+	AuditLog string
+	// Hosts are the extra names the admin listener answers to in the Host
+	// header, beside loopback names and its own address (DNS rebinding).
+	Hosts []string
 }
 
 // BasicAuth is one user and password; the password comes from the
@@ -31,6 +47,9 @@ func (l *loader) adminSection() *section {
 		{name: "show_client_ips", def: "false", value: l.boolVal(&a.ShowClientIPs),
 			doc: "Show client addresses in the top refused list as they are; false shows a keyed hash of each."},
 		{name: "basic_auth", sub: l.basicAuthSection(), doc: "HTTP Basic authentication (RFC 7617) of the page and its JSON; required on an admin_listen that is not loopback."},
+		{name: "token_file", value: l.tokenFileVal(), doc: "File of name:token[:read|write] lines (relative to this file): bearer tokens for the control API, reread when it changes."},
+		{name: "audit_log", value: l.auditLogVal(), doc: "File the control API appends one JSON line per change to (relative to this file; mode 0600); default the process log."},
+		{name: "hosts", value: l.hostsVal(&a.Hosts), doc: "Host names the admin listener answers to besides loopback names and its own address (DNS rebinding)."},
 	}}
 }
 
@@ -72,4 +91,29 @@ func validUser(s string) bool {
 		}
 	}
 	return true
+}
+
+// hostsVal is admin.hosts: DNS names (one label or more, lower-cased),
+// each once. IP addresses need no entry: the listener accepts its own.
+func (l *loader) hostsVal(dst *[]string) value {
+	return value{func() schema { return listShape(schema{"type": "string", "minLength": 1}, false) }, func(n *yaml.Node, path string) {
+		items, vals, ok := l.strings(n, path, false)
+		if !ok {
+			return
+		}
+		var hosts []string
+		for i, v := range vals {
+			name := strings.ToLower(strings.TrimSuffix(v, "."))
+			switch {
+			case !validHostName(name) && !validHostName(name+".local"):
+				l.errorf(items[i], index(path, i), "%q: want a DNS host name, without a port", v)
+				return
+			case slices.Contains(hosts, name):
+				l.errorf(items[i], index(path, i), "%q: listed twice", v)
+				return
+			}
+			hosts = append(hosts, name)
+		}
+		*dst = hosts
+	}}
 }
