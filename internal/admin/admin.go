@@ -35,6 +35,8 @@ type Server struct {
 	// loopback reports that ln is on a loopback address (set by Start),
 	// which lets the admin page be served without basic_auth.
 	loopback bool
+	// tokens is admin.token_file as last read (access.go).
+	tokens *tokenFile
 }
 
 // Option configures a Server.
@@ -78,6 +80,7 @@ func New(addr string, m *metrics.Metrics, ready func() bool, opts ...Option) *Se
 	for _, o := range opts {
 		o(s, mux)
 	}
+	s.tokens = &tokenFile{log: s.log}
 	s.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

@@ -66,6 +66,7 @@ type Metrics struct {
 	store             *storeMetrics          // store.go
 	proxyErrors       *prometheus.CounterVec // proxy.go
 	badRequests       *prometheus.CounterVec // badrequest.go
+	controlChanges    *prometheus.CounterVec // control.go
 }
 
 // Discard returns a Metrics registered on a registry of its own that
@@ -161,6 +162,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 
 	m.store = newStoreMetrics(reg)
 	m.badRequests = newBadRequests(reg)
+	m.controlChanges = newControlChanges(reg)
 	m.adaptive = newAdaptiveCollector(reg)
 	reg.MustRegister(
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,
