@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/textproto"
 	"slices"
 	"strconv"
@@ -271,12 +272,25 @@ func (d *decoder) bucket(o object, algoName string, def algo.Limit) (algo.Limit,
 // nginx writes 10r/s) into Count requests per Period ms, exactly: 30r/m is
 // 30 per 60000 ms, not nginx's 0.5 r/s truncated to milli-requests.
 func (d *decoder) rate(n *yaml.Node, path string) (count, period int64, ok bool) {
-	const want = "want N r/s, N r/m, N r/h or N r/d"
-	s := n.Value
 	if n.Kind != yaml.ScalarNode {
-		d.errorf(n, path, "%s: %s", describe(n), want)
+		d.errorf(n, path, "%s: %s", describe(n), rateWant)
 		return 0, 0, false
 	}
+	count, period, err := ParseRate(n.Value)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return 0, 0, false
+	}
+	return count, period, true
+}
+
+// rateWant is what a malformed rate is told to look like.
+const rateWant = "want N r/s, N r/m, N r/h or N r/d"
+
+// ParseRate parses a rate as a policy's `rate:` spells it ("N r/s", "N
+// r/m", "N r/h" or "N r/d", the space optional) into count requests per
+// period ms, within the bounds `rate:` has; the error quotes s.
+func ParseRate(s string) (count, period int64, err error) {
 	num, unit, found := strings.Cut(s, "r/")
 	num = strings.TrimSpace(num)
 	switch unit {
@@ -290,19 +304,16 @@ func (d *decoder) rate(n *yaml.Node, path string) (count, period int64, ok bool)
 		period = 86_400_000
 	}
 	if !found || period == 0 || num == "" || strings.Trim(num, "0123456789") != "" {
-		d.errorf(n, path, "%q: %s", s, want)
-		return 0, 0, false
+		return 0, 0, fmt.Errorf("%q: %s", s, rateWant)
 	}
-	count, err := strconv.ParseInt(num, 10, 64)
+	count, perr := strconv.ParseInt(num, 10, 64)
 	switch {
-	case err != nil || count > maxRatePerSecond*period/1000:
-		d.errorf(n, path, "%q: must be at most %d r/s", s, maxRatePerSecond)
+	case perr != nil || count > maxRatePerSecond*period/1000:
+		return 0, 0, fmt.Errorf("%q: must be at most %d r/s", s, maxRatePerSecond)
 	case count == 0:
-		d.errorf(n, path, "%q: must be greater than 0", s)
-	default:
-		return count, period, true
+		return 0, 0, fmt.Errorf("%q: must be greater than 0", s)
 	}
-	return 0, 0, false
+	return count, period, nil
 }
 
 // defaultLease is a concurrency lease's TTL when `lease:` is absent: a

@@ -1,0 +1,79 @@
+package control
+
+import (
+	"context"
+	"time"
+)
+
+// Intervals of Run.
+const (
+	// PollEvery is how often an instance asks Valkey for the entries'
+	// version: a change made on another instance applies here within it
+	// (plus a round trip).
+	PollEvery = 20 * time.Millisecond
+	// SweepEvery is how often expired entries are removed (an expired
+	// entry stops applying at its expiry whatever this says: Find checks).
+	SweepEvery = time.Second
+)
+
+// Run keeps c current until ctx ends: with Valkey it polls for other
+// instances' changes every PollEvery; it removes expired entries every
+// SweepEvery.
+func (c *Controller) Run(ctx context.Context) {
+	poll := time.NewTicker(PollEvery)
+	defer poll.Stop()
+	sweep := time.NewTicker(SweepEvery)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+			if c.opts.Valkey != nil {
+				c.Sync(ctx)
+			}
+		case <-sweep.C:
+			c.mu.Lock()
+			c.sweep(ctx)
+			c.mu.Unlock()
+		}
+	}
+}
+
+// Sync applies the changes other instances made in Valkey since the last
+// Sync (a no-op without Valkey). Run calls it every PollEvery; a failed
+// poll is logged and retried at the next.
+func (c *Controller) Sync(ctx context.Context) {
+	v := c.opts.Valkey
+	if v == nil {
+		return
+	}
+	c.mu.Lock()
+	chs, full, ver, err := v.since(ctx)
+	if err != nil {
+		c.mu.Unlock()
+		c.opts.Log.Warn("control: polling valkey for entry changes failed", "err", err)
+		return
+	}
+	changed := full != nil || len(chs) > 0
+	switch {
+	case full != nil:
+		clear(c.recs)
+		for _, r := range full {
+			c.recs[r.ID] = r
+		}
+		c.rebuild()
+	default:
+		for _, ch := range chs {
+			c.unapply(ch.id)
+			if ch.rec != nil {
+				c.apply(ch.rec)
+			}
+		}
+	}
+	v.version = ver
+	c.mu.Unlock()
+	if changed {
+		c.changed()
+	}
+}
