@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"rlproxy/internal/admin"
+	"rlproxy/internal/control"
 )
 
 // ctlUsage is `rlproxy ctl`'s own help.
@@ -143,7 +144,7 @@ func cmdCtl(args []string, stdout, stderr io.Writer) int {
 		run = ctlSet(fs, verb, stdout)
 	case "delete":
 		run = func(c *ctlClient) error {
-			var before admin.Entry
+			var before control.Entry
 			if err := c.do(http.MethodDelete, "/api/entries/"+url.PathEscape(fs.Arg(0)), nil, &before); err != nil {
 				return err
 			}
@@ -182,12 +183,12 @@ func ctlList(fs *flag.FlagSet, stdout io.Writer) func(*ctlClient) error {
 	limit := fs.Int("limit", admin.DefaultListLimit, "entries a page")
 	asJSON := fs.Bool("json", false, "print the entries as a JSON array")
 	return func(c *ctlClient) error {
-		all := []admin.Entry{}
+		all := []control.Entry{}
 		cursor := ""
 		for {
 			var page struct {
-				Entries []admin.Entry `json:"entries"`
-				Next    string        `json:"next"`
+				Entries []control.Entry `json:"entries"`
+				Next    string          `json:"next"`
 			}
 			q := url.Values{"policy": {*policy}, "cursor": {cursor}, "limit": {fmt.Sprint(*limit)}}
 			if err := c.do(http.MethodGet, "/api/entries?"+q.Encode(), nil, &page); err != nil {
@@ -219,7 +220,7 @@ func ctlList(fs *flag.FlagSet, stdout io.Writer) func(*ctlClient) error {
 // ctlSet adds the flags of ban, exempt and override to fs; the function
 // it returns posts the entry and prints its id.
 func ctlSet(fs *flag.FlagSet, action string, stdout io.Writer) func(*ctlClient) error {
-	var r admin.Request
+	var r control.Request
 	r.Action = action
 	fs.StringVar(&r.Policy, "policy", "", "the policy (or plan set) the entry is for")
 	fs.StringVar(&r.Source, "source", "", "ip, cidr or a key source such as header:X-API-Key (default: the policy's own key)")
@@ -241,7 +242,7 @@ func ctlSet(fs *flag.FlagSet, action string, stdout io.Writer) func(*ctlClient) 
 		if burst >= 0 {
 			r.Burst = &burst
 		}
-		var e admin.Entry
+		var e control.Entry
 		if err := c.do(http.MethodPost, "/api/entries", &r, &e); err != nil {
 			return err
 		}

@@ -6,22 +6,24 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"rlproxy/internal/control"
 )
 
 // auditLine is one change in the audit log (docs/reference/operations.md,
 // "Control API"). Entries name their client by its hashed id only: the
 // raw key of a request never reaches the audit.
 type auditLine struct {
-	Time     time.Time `json:"time"`
-	Who      string    `json:"who"`
-	Action   string    `json:"action"` // ban, exempt, override or delete
-	ID       string    `json:"id"`
-	Policy   string    `json:"policy"`
-	Before   *Entry    `json:"before"`
-	After    *Entry    `json:"after"`
-	Reason   string    `json:"reason,omitempty"`
-	Instance string    `json:"instance"`
-	Remote   string    `json:"remote"`
+	Time     time.Time      `json:"time"`
+	Who      string         `json:"who"`
+	Action   string         `json:"action"` // ban, exempt, override or delete
+	ID       string         `json:"id"`
+	Policy   string         `json:"policy"`
+	Before   *control.Entry `json:"before"`
+	After    *control.Entry `json:"after"`
+	Reason   string         `json:"reason,omitempty"`
+	Instance string         `json:"instance"`
+	Remote   string         `json:"remote"`
 }
 
 // audit writes audit lines: to admin.audit_log, opened for each change

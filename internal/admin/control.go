@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/control"
 	"rlproxy/internal/proxy"
 )
 
@@ -33,7 +34,7 @@ type ControlSource struct {
 // Paging of GET /api/entries: limit's default and largest value.
 const (
 	DefaultListLimit = 100
-	MaxListLimit     = 1000
+	MaxListLimit     = control.MaxPage
 )
 
 // maxControlBody bounds a POST /api/entries body, in bytes.
@@ -145,11 +146,11 @@ func (c *controlAPI) list(w http.ResponseWriter, r *http.Request, _ principal) {
 		return
 	}
 	if entries == nil {
-		entries = []Entry{}
+		entries = []control.Entry{}
 	}
 	writeJSON(w, http.StatusOK, struct {
-		Entries []Entry `json:"entries"`
-		Next    string  `json:"next"`
+		Entries []control.Entry `json:"entries"`
+		Next    string          `json:"next"`
 	}{entries, next})
 }
 
@@ -165,7 +166,7 @@ func (c *controlAPI) get(w http.ResponseWriter, r *http.Request, _ principal) {
 
 // set is POST /api/entries: 201 and the entry, its URL in Location.
 func (c *controlAPI) set(w http.ResponseWriter, r *http.Request, p principal) {
-	var req Request
+	var req control.Request
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxControlBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -198,7 +199,7 @@ func (c *controlAPI) del(w http.ResponseWriter, r *http.Request, p principal) {
 }
 
 // record audits and counts one change.
-func (c *controlAPI) record(r *http.Request, p principal, action, id, policy string, before, after *Entry, reason string) {
+func (c *controlAPI) record(r *http.Request, p principal, action, id, policy string, before, after *control.Entry, reason string) {
 	c.src.Changed(action)
 	c.audit.write(c.s.log, c.src.Runtime().Config.Admin.AuditLog, &auditLine{
 		Time: c.src.Now().UTC(), Who: p.name, Action: action, ID: id, Policy: policy,
@@ -206,22 +207,19 @@ func (c *controlAPI) record(r *http.Request, p principal, action, id, policy str
 	})
 }
 
-// controlFailed answers a Controller error: its kind's status, or 503
-// when the entries could not be reached (the store is down).
+// controlFailed answers a Controller error: a *control.Error with its
+// status, any other (the store unreachable) with 503.
 func controlFailed(w http.ResponseWriter, err error) {
-	var ce *ControlError
+	var ce *control.Error
 	if !errors.As(err, &ce) {
 		problem(w, http.StatusServiceUnavailable, "store-unavailable", err.Error())
 		return
 	}
-	switch ce.Kind {
-	case "not_found":
-		problem(w, http.StatusNotFound, "entry-not-found", ce.Error())
-	case "too_many":
-		problem(w, http.StatusConflict, "too-many-entries", ce.Error())
-	default:
-		problem(w, http.StatusBadRequest, "invalid-entry", ce.Error())
+	kind := map[control.Kind]string{control.KindNotFound: "entry-not-found", control.KindTooMany: "too-many-entries"}[ce.Kind]
+	if kind == "" {
+		kind = "invalid-entry"
 	}
+	problem(w, ce.Status(), kind, ce.Error())
 }
 
 // problem writes an RFC 9457 problem document of type

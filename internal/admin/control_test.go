@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rlproxy/internal/config"
+	"rlproxy/internal/control"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/proxy"
 )
@@ -27,46 +28,46 @@ import (
 type entries struct {
 	mu  sync.Mutex
 	ids []string
-	m   map[string]Entry
+	m   map[string]control.Entry
 }
 
-func (c *entries) Set(_ context.Context, r Request, by string) (Entry, error) {
+func (c *entries) Set(_ context.Context, r control.Request, by string) (control.Entry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r.Action != "ban" && r.Action != "exempt" && r.Action != "override" {
-		return Entry{}, &ControlError{Kind: "invalid", Msg: "action " + r.Action}
+		return control.Entry{}, &control.Error{Kind: control.KindInvalid, Msg: "action " + r.Action}
 	}
 	id := fmt.Sprintf("e%d", len(c.ids)+1)
-	e := Entry{ID: id, Policy: r.Policy, Source: "ip", Client: "ip#0123456789ab", Action: r.Action, Reason: r.Reason, By: by, Created: time.Unix(1e9, 0).UTC()}
+	e := control.Entry{ID: id, Policy: r.Policy, Source: "ip", Client: "ip#0123456789ab", Action: r.Action, Reason: r.Reason, By: by, Created: time.Unix(1e9, 0).UTC()}
 	c.ids = append(c.ids, id)
 	c.m[id] = e
 	return e, nil
 }
 
-func (c *entries) Delete(_ context.Context, id, _ string) (Entry, error) {
+func (c *entries) Delete(_ context.Context, id, _ string) (control.Entry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[id]
 	if !ok {
-		return Entry{}, &ControlError{Kind: "not_found", Msg: "no entry " + id}
+		return control.Entry{}, &control.Error{Kind: control.KindNotFound, Msg: "no entry " + id}
 	}
 	delete(c.m, id)
 	return e, nil
 }
 
-func (c *entries) Get(_ context.Context, id string) (Entry, error) {
+func (c *entries) Get(_ context.Context, id string) (control.Entry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[id]; ok {
 		return e, nil
 	}
-	return Entry{}, &ControlError{Kind: "not_found", Msg: "no entry " + id}
+	return control.Entry{}, &control.Error{Kind: control.KindNotFound, Msg: "no entry " + id}
 }
 
-func (c *entries) List(_ context.Context, policy, cursor string, limit int) ([]Entry, string, error) {
+func (c *entries) List(_ context.Context, policy, cursor string, limit int) ([]control.Entry, string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []Entry
+	var out []control.Entry
 	for _, id := range c.ids {
 		if e, ok := c.m[id]; ok && id > cursor && (policy == "" || e.Policy == policy) {
 			if len(out) == limit {
@@ -93,7 +94,7 @@ func controlServer(t *testing.T, addr string, admin config.Admin) (*Server, *met
 	writeTokens(t, admin.TokenFile, "alice:"+aliceToken+":write\nbob:"+bobToken+"\n")
 	rt := &proxy.Runtime{Config: &config.Config{Admin: admin}}
 	m := metrics.New(prometheus.NewRegistry(), "test")
-	src := ControlSource{Entries: &entries{m: map[string]Entry{}}, Runtime: func() *proxy.Runtime { return rt }, Changed: m.ControlChange}
+	src := ControlSource{Entries: &entries{m: map[string]control.Entry{}}, Runtime: func() *proxy.Runtime { return rt }, Changed: m.ControlChange}
 	s := New(addr, m, func() bool { return true }, WithControl(src))
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
