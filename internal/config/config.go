@@ -69,6 +69,8 @@ type Config struct {
 	EnvoyRLS EnvoyRLS
 	// Admin configures the admin page on admin_listen.
 	Admin Admin
+	// Control bounds and keeps the entries set through the admin API.
+	Control Control `restart:"control"`
 	// Tracing, when non-nil, exports OpenTelemetry traces (tracing.go);
 	// nil (the section absent) is off.
 	Tracing *Tracing `restart:"tracing"`
@@ -455,6 +457,8 @@ type Policy struct {
 	// keys from slices of their allowance (allotment:); nil decides every
 	// request in the store.
 	Allotment *Allotment
+	// Penalty, when not nil, is the policy's penalty box (penalty:).
+	Penalty *Penalty
 }
 
 // Plans maps a credential to a named plan, each plan a list of policies.

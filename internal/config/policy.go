@@ -92,6 +92,8 @@ func (d *decoder) policySection(p *Policy) *section {
 			{name: "fallback", value: checked(func() schema { return objectShape(fallbackSection()) }), doc: "Per-instance token bucket applied while the store is down and the policy fails open; absent: allow all."},
 			{name: "allotment", sub: d.allotmentSection(p),
 				doc: "With the valkey store: an instance decides a key it sees often from a slice of the key's allowance, taken from the store ahead (the bounds per algorithm: the operator's reference, Allotments). Not for sliding_log, sliding_window, leaky_bucket or concurrency. Absent: every request is decided in the store."},
+			{name: "penalty", sub: d.penaltySection(p),
+				doc: "Penalty box: after `after` refusals of one client within `within`, refuse it for `for` (rlproxy_penalties_total). Absent: off."},
 			{name: "count_status", value: checked(countStatusShape),
 				doc: "Only responses with these statuses are charged (codes 100 to 599, classes \"1xx\" to \"5xx\"); the charge is settled after the response; not for concurrency. Absent: every request counts."},
 		}, d.algorithmFields()),

@@ -41,6 +41,7 @@ func (l *loader) topSection() *section {
 			{name: "envoy_rls", value: checked(func() schema { return objectShape(envoyRLSSection()) }),
 				doc: "Envoy rate limit service (gRPC): descriptors mapped to policies."},
 			{name: "tracing", sub: l.tracingSection(), doc: "OpenTelemetry traces exported over OTLP; absent: off."},
+			{name: "control", sub: l.controlSection(), doc: "Entries (bans, exemptions, overrides) set through the admin API while serving: their bound and, with the memory store, their state file."},
 		},
 		check: l.topCheck,
 		extend: func(s schema) {

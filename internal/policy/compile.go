@@ -29,6 +29,7 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 		leaseBase: opts.LeasePrefix,
 		now:       opts.Now,
 		log:       opts.Log,
+		control:   opts.Control,
 	}
 	if l.metrics == nil {
 		l.metrics = metrics.Discard()

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
 	"rlproxy/internal/algo"
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
+	"rlproxy/internal/control"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/reqview"
 	"rlproxy/internal/store"
@@ -39,6 +41,10 @@ func (l *Limiter) Decide(ctx context.Context, rt *Route, v *reqview.View, ip net
 // decideCollected decides the checks collected into res (Decide's and
 // DecideKeyed's common part).
 func (l *Limiter) decideCollected(ctx context.Context, res *Result) {
+	if res.refused {
+		l.finishRefused(res)
+		return
+	}
 	en, dry := &res.stages[stageEnforce], &res.stages[stageDryRun]
 	if len(en.checks)+len(dry.checks) == 0 { // every policy exempt
 		return
@@ -103,8 +109,9 @@ func (l *Limiter) collect(res *Result, rt *Route, v *reqview.View, ip netip.Addr
 	return nil
 }
 
-// addPlan adds the items of the client's plan: a known credential's plan,
-// keyed by the credential's id (copied to res.credBuf: addItem reuses
+// addPlan adds the items of the client's plan: a control entry's plan
+// (control.PlanTable), else a known credential's plan, both keyed by the
+// credential's id when there is one (copied to res.credBuf: addItem reuses
 // keyBuf), or the default plan, keyed by each policy's own key.
 func (l *Limiter) addPlan(res *Result, rt *Route, v *reqview.View, ip netip.Addr) {
 	ps := rt.Plans
@@ -113,12 +120,21 @@ func (l *Limiter) addPlan(res *Result, rt *Route, v *reqview.View, ip netip.Addr
 	res.keyBuf, sum, ok = ps.key.CredentialKey(res.keyBuf[:0], v, ip)
 	pols, cred := ps.fallback, []byte(nil)
 	res.plan, res.credential = ps.fallName, false
+	i, known := -1, false
 	if ok {
-		if i, known := ps.index.lookup(sum); known {
-			res.credBuf = append(res.credBuf[:0], res.keyBuf...)
-			pols, cred = ps.plans[i], res.credBuf
-			res.plan, res.credential = ps.names[i], true
+		if n, in := ps.index.lookup(sum); in {
+			i, known = int(n), true
 		}
+	}
+	if r := l.find(l.control.PlanTable(ps.Name), res.keyBuf, ip); r != nil && r.Plan != "" {
+		i, known = slices.Index(ps.names, r.Plan), ok // an entry's plan first; keyed by the credential, if any
+	}
+	if i >= 0 {
+		pols, res.plan = ps.plans[i], ps.names[i]
+	}
+	if known {
+		res.credBuf = append(res.credBuf[:0], res.keyBuf...)
+		cred, res.credential = res.credBuf, true
 	}
 	for _, p := range pols {
 		l.addItem(res, p, rt.planCounters[p.Name], v, ip, cred)
@@ -128,26 +144,36 @@ func (l *Limiter) addPlan(res *Result, rt *Route, v *reqview.View, ip netip.Addr
 // addItem appends p's item and its check, in the enforcing or the dry-run
 // stage; client, when non-empty, is the client id to use instead of p's
 // own key (a known plan credential). A concurrency check of a charging
-// decision takes one lease, whatever the cost.
+// decision takes one lease, whatever the cost. The client's control entry
+// (control.Table.Find) comes first: ban > API exempt > config exempt >
+// override > the configured limit.
 func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, v *reqview.View, ip netip.Addr, client []byte) {
 	it := Item{Policy: p, counters: c}
-	for _, pfx := range p.Exempt {
-		if pfx.Contains(ip) { // exempt: passes, not counted, no check
-			res.Items = append(res.Items, it)
-			return
-		}
-	}
 	b := append(res.keyBuf[:0], l.prefix...)
 	b = append(b, '{')
+	start := len(b)
 	if len(client) > 0 {
 		b = append(b, client...)
 	} else {
 		b = p.key.Key(b, v, ip)
 	}
+	rule := l.find(l.control.Table(p.Name), b[start:], ip)
+	switch {
+	case rule != nil && rule.Action == control.ActionBan:
+		res.keyBuf = b
+		l.addRefused(res, it, RefusedBan, rule.Left(l.nowMillis()))
+		return
+	case rule != nil && rule.Action == control.ActionExempt || exempt(p, ip): // passes, not counted, no check
+		res.keyBuf = b
+		res.Items = append(res.Items, it)
+		return
+	case rule != nil && rule.HasLimit:
+		it.Policy = l.overridden(p, rule)
+	}
 	b = append(b, '}')
 	b = append(b, p.keyTail...)
 	res.keyBuf = b
-	ck := store.Check{Key: string(b), Limit: p.Limit, Cost: res.cost, Allot: p.allot}
+	ck := store.Check{Key: string(b), Limit: it.Policy.Limit, Cost: res.cost, Allot: p.allot}
 	if p.Limit.Kind == algo.Concurrency && res.cost > 0 {
 		ck.Cost = 1
 		ck.Lease = l.leaseBase + strconv.FormatUint(l.leaseSeq.Add(1), 36)
@@ -158,6 +184,16 @@ func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, v *
 	}
 	it.check = res.stages[it.stage].add(ck)
 	res.Items = append(res.Items, it)
+}
+
+// exempt reports whether ip is in p's `exempt:` prefixes.
+func exempt(p *Policy, ip netip.Addr) bool {
+	for _, pfx := range p.Exempt {
+		if pfx.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // ask runs d's checks as one decision, on the store or (onFloor) on the
@@ -251,8 +287,14 @@ func (l *Limiter) finish(res *Result) {
 		res.statuses()
 	}
 	res.pickBinding()
+	l.countItems(res)
+}
+
+// countItems counts each decided policy's status (an exempt one is not
+// counted).
+func (l *Limiter) countItems(res *Result) {
 	for i := range res.Items {
-		if it := &res.Items[i]; it.stage != noStage {
+		if it := &res.Items[i]; it.stage != noStage || it.Refused != NotRefused {
 			count(it.counters, it.Status)
 		}
 	}

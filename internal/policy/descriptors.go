@@ -51,6 +51,9 @@ func (l *Limiter) DecideKeyed(ctx context.Context, ks []Keyed, res *Result) {
 	}
 	for i := range res.Items {
 		it := &res.Items[i]
+		if it.stage == noStage { // exempt or refused by a control entry
+			continue
+		}
 		if ck := &res.stages[it.stage].checks[it.check]; ck.Limit.Kind != algo.Concurrency {
 			ck.Cost = max(ks[i].Cost, 1)
 		}

@@ -22,11 +22,13 @@ package policy
 
 import (
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
+	"rlproxy/internal/control"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/reqview"
 	"rlproxy/internal/store"
@@ -163,6 +165,8 @@ type Limiter struct {
 	now       func() time.Time
 	injected  bool // decisions at now(), not the store's clock
 	log       *slog.Logger
+	control   *control.Controller // operators' entries; nil: none
+	overrides sync.Map            // *control.Rule → *Policy with its limit (overridden)
 }
 
 // Options are the collaborators of a Limiter.
@@ -183,6 +187,10 @@ type Options struct {
 	// Log receives debug lines on failed store cleanups (Refund, Release,
 	// Renew); nil discards them.
 	Log *slog.Logger
+	// Control holds the operators' entries (bans, exemptions, overrides,
+	// plans) applied before each policy's limit; nil: none. It outlives
+	// the Limiter (reloads).
+	Control *control.Controller
 }
 
 // Policy returns the compiled policy of that name, or nil.

@@ -85,6 +85,9 @@ type Item struct {
 	Status Status
 	// Unknown reports that the store could not say: no quota to report.
 	Unknown bool
+	// Refused says why the policy refused before any store decision (a
+	// control ban, the penalty box); NotRefused otherwise.
+	Refused Refusal
 
 	counters *metrics.PolicyCounters
 	// stage is the decision that answered for Policy (noStage: exempt) and
@@ -124,6 +127,8 @@ type Result struct {
 	plan     string        // the client's plan ("" = the route has no plans)
 	// credential: credBuf holds a known plan credential's client id
 	credential bool
+	// refused: an enforcing policy refused before the store (Refused)
+	refused bool
 }
 
 // Plan returns the name of the plan the decision applied: the known
@@ -146,7 +151,7 @@ func (res *Result) reset(cost int64) {
 		res.stages[s].reset()
 	}
 	res.cost, res.refunded, res.settled = cost, false, false
-	res.plan, res.credential = "", false
+	res.plan, res.credential, res.refused = "", false, false
 }
 
 // Refunded reports whether Refund undid res's charges (logs tell a request
@@ -211,7 +216,7 @@ func (res *Result) pickBinding() {
 	res.Binding = -1
 	for i := range res.Items {
 		it := &res.Items[i]
-		if it.stage == noStage || it.Unknown {
+		if (it.stage == noStage && it.Refused == NotRefused) || it.Unknown {
 			continue
 		}
 		if res.Binding < 0 || Binds(it.Decision, res.Items[res.Binding].Decision) {

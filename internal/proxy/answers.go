@@ -57,7 +57,21 @@ func (s *Server) answerDecision(w http.ResponseWriter, r *http.Request, a *admis
 		return
 	}
 	setQuotaHeaders(w.Header(), a.rt.Config.Response.Headers, a.res)
-	writeProblem(w, r, problemRateLimited, a.rt, a.res)
+	writeProblem(w, r, refusalProblem(a.res), a.rt, a.res)
+}
+
+// refusalProblem is the problem answering refusal res: its binding
+// policy's reason (a ban, the penalty box) or its limit.
+func refusalProblem(res *policy.Result) problemKind {
+	if res.Binding >= 0 {
+		switch res.Items[res.Binding].Refused {
+		case policy.RefusedBan:
+			return problemBanned
+		case policy.RefusedPenalty:
+			return problemPenalty
+		}
+	}
+	return problemRateLimited
 }
 
 // answerCapped answers a request a shaping cap refused (its admission a,

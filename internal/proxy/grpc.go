@@ -34,6 +34,8 @@ var grpcCodes = [...]string{
 	problemBodyTimeout:    "4",
 	problemBadRequest:     "13",
 	problemOverloaded:     "14",
+	problemBanned:         "8",
+	problemPenalty:        "8",
 }
 
 // writeGRPCProblem answers a gRPC call in rlproxy's own name: HTTP 200,

@@ -42,6 +42,9 @@ const (
 	problemNotDescribed    // a forward-auth request names no original request: 400
 
 	problemOverloaded // the upstream's adaptive concurrency limit shed the request: 503
+
+	problemBanned  // a control entry bans the client (response.status)
+	problemPenalty // the client is in a policy's penalty box (response.status)
 )
 
 // problems holds each kind's RFC 9457 type, title and status. Types are
@@ -76,6 +79,8 @@ var problems = [...]struct {
 	problemUntrustedCaller: {"urn:rlproxy:problem:untrusted-caller", "Forbidden", "only proxies in real_ip.trusted_proxies may ask this listener", http.StatusForbidden},
 	problemNotDescribed:    {"urn:rlproxy:problem:no-original-request", "Bad Request", "want X-Forwarded-Uri or X-Original-URI naming the original request", http.StatusBadRequest},
 
+	problemBanned:     {"urn:rlproxy:problem:banned", "Too Many Requests", "an operator banned this client; Retry-After is the time the ban has left", http.StatusTooManyRequests},
+	problemPenalty:    {"urn:rlproxy:problem:penalty", "Too Many Requests", "this client was refused too often and is in the policy's penalty box; Retry-After is the time it has left", http.StatusTooManyRequests},
 	problemOverloaded: {"urn:rlproxy:problem:overloaded", "Service Unavailable", "the upstream is at its concurrency limit and this request's priority class is over its share; retry later", http.StatusServiceUnavailable},
 }
 
@@ -106,7 +111,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, kind problemKind, rt *
 		vals = new([4]string) // Retry-After, Content-Type, Cache-Control, Content-Length
 	)
 	if res != nil {
-		if rt != nil && (kind == problemRateLimited || kind == problemQueueFull) {
+		if rt != nil && (kind == problemRateLimited || kind == problemQueueFull || kind == problemBanned || kind == problemPenalty) {
 			status = rt.Config.Response.Status
 		}
 		ra = policy.CeilSeconds(res.RetryAfter)
