@@ -147,9 +147,12 @@ func (f *tokenFile) lookup(path, bearer string) (config.AdminToken, bool) {
 
 // reread loads path (whose Stat gave fi, statErr) into f.
 func (f *tokenFile) reread(path string, fi os.FileInfo, statErr error) {
+	logged := f.path == path && f.info == nil // this failure is already logged
 	f.path, f.info, f.toks = path, nil, nil
 	if statErr != nil {
-		f.log.Error("admin.token_file unreadable: every token is refused", "err", statErr.Error())
+		if !logged {
+			f.log.Error("admin.token_file unreadable: every token is refused", "err", statErr.Error())
+		}
 		return
 	}
 	toks, err := config.ReadTokenFile(path)
