@@ -42,7 +42,7 @@ func (a *audit) write(log *slog.Logger, path string, l *auditLine) {
 		return
 	}
 	if path == "" {
-		log.Info("control change", "audit", json.RawMessage(b))
+		log.Info("control change", "audit", string(b))
 		return
 	}
 	a.mu.Lock()
@@ -55,6 +55,6 @@ func (a *audit) write(log *slog.Logger, path string, l *auditLine) {
 		}
 	}
 	if err != nil {
-		log.Error("admin.audit_log not written; the line follows", "err", err.Error(), "audit", json.RawMessage(b))
+		log.Error("admin.audit_log not written; the line follows", "err", err.Error(), "audit", string(b))
 	}
 }
