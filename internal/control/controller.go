@@ -206,6 +206,14 @@ var errNotConfigured = errors.New("control: no configuration applied yet")
 // by (a user or token name, for the audit). Errors: *Error for what r
 // asks (invalid; too_many past control.max_entries), or the store's.
 func (c *Controller) Set(ctx context.Context, r Request, by string) (Entry, error) {
+	e, err := c.set(ctx, r, by)
+	if err == nil {
+		c.changed()
+	}
+	return e, err
+}
+
+func (c *Controller) set(ctx context.Context, r Request, by string) (Entry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cfg == nil {
@@ -233,7 +241,6 @@ func (c *Controller) Set(ctx context.Context, r Request, by string) (Entry, erro
 		c.unapply(rec.ID)
 		return Entry{}, err
 	}
-	defer c.changed()
 	return c.entry(rec), nil
 }
 
@@ -244,6 +251,14 @@ func (c *Controller) tooMany(rec *record) error {
 // Delete removes entry id, by the authenticated by, and returns it as it
 // was. Errors: *Error not_found, or the store's.
 func (c *Controller) Delete(ctx context.Context, id, by string) (Entry, error) {
+	e, err := c.delete(ctx, id)
+	if err == nil {
+		c.changed()
+	}
+	return e, err
+}
+
+func (c *Controller) delete(ctx context.Context, id string) (Entry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	rec := c.recs[id]
@@ -261,7 +276,6 @@ func (c *Controller) Delete(ctx context.Context, id, by string) (Entry, error) {
 		c.apply(rec)
 		return Entry{}, err
 	}
-	defer c.changed()
 	return before, nil
 }
 
@@ -333,8 +347,9 @@ func (c *Controller) entry(r *record) Entry {
 		Reason: r.Reason, By: r.By, Created: r.Created, Expires: r.Expires, Orphan: c.orphans[r.ID]}
 }
 
-// sweep removes the expired entries (under mu).
-func (c *Controller) sweep(ctx context.Context) {
+// sweep removes the expired entries (under mu); it reports whether it
+// removed any.
+func (c *Controller) sweep(ctx context.Context) bool {
 	now := c.opts.Now()
 	var gone []string
 	for id, r := range c.recs {
@@ -343,7 +358,7 @@ func (c *Controller) sweep(ctx context.Context) {
 		}
 	}
 	if len(gone) == 0 {
-		return
+		return false
 	}
 	for _, id := range gone {
 		if v := c.opts.Valkey; v != nil {
@@ -357,6 +372,7 @@ func (c *Controller) sweep(ctx context.Context) {
 	if err := c.persist(); err != nil {
 		c.opts.Log.Warn("control: writing the state file failed", "err", err)
 	}
+	return true
 }
 
 // persist writes the state file, if any (under mu).

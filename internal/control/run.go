@@ -34,8 +34,11 @@ func (c *Controller) Run(ctx context.Context) {
 			}
 		case <-sweep.C:
 			c.mu.Lock()
-			c.sweep(ctx)
+			swept := c.sweep(ctx)
 			c.mu.Unlock()
+			if swept {
+				c.changed()
+			}
 		}
 	}
 }

@@ -66,7 +66,8 @@ type Metrics struct {
 	store             *storeMetrics          // store.go
 	proxyErrors       *prometheus.CounterVec // proxy.go
 	badRequests       *prometheus.CounterVec // badrequest.go
-	controlChanges    *prometheus.CounterVec // control.go
+	control           *controlMetrics        // control.go
+	controlChanges    *prometheus.CounterVec // controlapi.go
 }
 
 // Discard returns a Metrics registered on a registry of its own that
@@ -162,6 +163,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 
 	m.store = newStoreMetrics(reg)
 	m.badRequests = newBadRequests(reg)
+	m.control = newControlMetrics(reg)
 	m.controlChanges = newControlChanges(reg)
 	m.adaptive = newAdaptiveCollector(reg)
 	reg.MustRegister(

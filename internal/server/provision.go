@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	valkeygo "github.com/valkey-io/valkey-go"
 
 	"rlproxy/internal/accesslog"
 	"rlproxy/internal/allotment"
 	"rlproxy/internal/config"
+	"rlproxy/internal/control"
 	"rlproxy/internal/envoyrls"
 	"rlproxy/internal/live"
 	"rlproxy/internal/policy"
@@ -39,7 +41,9 @@ type process struct {
 	live    *live.Recorder
 	rls     *envoyrls.Service // nil when envoy_rls was off at start
 	started time.Time
-	tracer  *tracing.Tracer // exports traces (tracing, read at start only); nil: off
+	tracer  *tracing.Tracer     // exports traces (tracing, read at start only); nil: off
+	ctl     *control.Controller // the operators' entries (control, read at start only)
+	ctlConn valkeygo.Client     // ctl's Valkey client; nil with the memory store
 }
 
 func newProcess(opts Options) *process {
@@ -81,7 +85,7 @@ func (a *App) provisionParts(g *generation, cur *generation) error {
 	if g.store, err = a.provisionStore(cfg, cur); err != nil {
 		return err
 	}
-	lim, err := policy.New(cfg, policy.Options{Store: g.store.v.st, Floor: a.proc.floor, Metrics: a.metrics, LeasePrefix: a.proc.lease, Log: a.log, Now: a.opts.Now})
+	lim, err := policy.New(cfg, policy.Options{Store: g.store.v.st, Floor: a.proc.floor, Metrics: a.metrics, LeasePrefix: a.proc.lease, Log: a.log, Now: a.opts.Now, Control: a.proc.ctl})
 	if err != nil {
 		return err
 	}
@@ -121,6 +125,7 @@ func (a *App) swapIn(g *generation) {
 		c.Flush() // kept across a reload whose limits may differ: a cached refusal may no longer hold
 	}
 	a.proc.live.Configure(cfg)
+	a.proc.ctl.Configure(cfg)
 	a.srv.Swap(g.rt)
 	var l *accesslog.Logger
 	if g.access != nil {

@@ -95,8 +95,15 @@ func New(path string, opts Options) (*App, error) {
 		return nil, err
 	}
 	a.proc.ups = proxy.NewUpstreamSet(a.metrics, a.log, a.proc.tracer)
+	if a.proc.ctl, a.proc.ctlConn, err = a.newControl(cfg); err != nil {
+		a.proc.ups.Close()
+		_ = a.proc.floor.Close()
+		_ = a.proc.tracer.Shutdown(context.Background())
+		return nil, err
+	}
 	g, err := a.provision(cfg, nil)
 	if err != nil {
+		a.closeControl()
 		a.proc.ups.Close()
 		_ = a.proc.floor.Close()
 		_ = a.proc.tracer.Shutdown(context.Background())
@@ -199,6 +206,7 @@ func (a *App) Start() error {
 	a.ls.stop = func() { stop(); stopUSR1() }
 	go w.Run(ctx)
 	go a.proc.live.Run(ctx.Done())
+	go a.proc.ctl.Run(ctx)
 	a.serve()
 	a.log.Info("rlproxy serving", "listen", a.Addr(), "admin", a.AdminAddr(),
 		"forward_auth", a.ForwardAuthAddr(), "envoy_rls", a.EnvoyRLSAddr(), "store", cfg.Store.Type,
@@ -241,6 +249,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.gens.shutdown() // after the in-flight requests: every line is written
 	a.reloadMu.Unlock()
 	_ = a.proc.floor.Close()
+	a.closeControl()
 	a.proc.ups.Close()
 	_ = a.proc.tracer.Shutdown(ctx) // after the in-flight requests: their spans are queued
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
