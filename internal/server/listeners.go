@@ -54,7 +54,7 @@ func (a *App) listen(cfg *config.Config) error {
 	if cfg.AdminListen == "" {
 		return nil
 	}
-	opts := []admin.Option{admin.WithLogger(a.log), admin.WithPage(a.pageSource())}
+	opts := []admin.Option{admin.WithLogger(a.log), admin.WithPage(a.pageSource()), admin.WithControl(a.controlSource())}
 	// RLPROXY_PPROF=1 adds /debug/pprof/ to the admin listener
 	// (docs/reference/config.md): opt-in, because profiles expose internals.
 	if os.Getenv("RLPROXY_PPROF") == "1" {
