@@ -1,27 +1,24 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"rlproxy/internal/admin"
-	"rlproxy/internal/config"
 	"rlproxy/internal/control"
-	"rlproxy/internal/metrics"
-	"rlproxy/internal/proxy"
+	"rlproxy/internal/testutil/rlproxytest"
 )
 
-// ctlYAML: api keyed by an API key, then the address.
-const ctlYAML = `upstreams: { app: { url: "http://127.0.0.1:1" } }
+// ctlYAML: api keyed by an API key, then the address; the upstream is %q.
+const ctlYAML = `upstreams: { app: { url: %q } }
+admin: { token_file: tokens, audit_log: audit.log }
 policies:
-  api: { algorithm: token_bucket, rate: 10r/s, burst: 5, key: [header:X-API-Key, ip] }
+  api: { algorithm: token_bucket, rate: 1r/m, burst: 2, key: [header:X-API-Key, ip] }
 routes: [ { name: all, upstream: app, policies: [api] } ]
 `
 
@@ -30,42 +27,45 @@ const (
 	ctlReadToken  = "viewer-0123456789abcdef"
 )
 
-// ctlServer runs an admin listener with the control API over a real
-// control.Controller configured with ctlYAML; it returns the admin URL,
-// the write token's file (a line of the token file itself) and the
+// ctlServer runs a real rlproxy (its admin listener on loopback) with
+// ctlYAML and a token file beside it; it returns the instance, the token
+// file (whose lines `rlproxy ctl -token-file` reads as well) and the
 // audit log's path.
-func ctlServer(t *testing.T) (url, tokenFile, auditLog string) {
+func ctlServer(t *testing.T) (in *rlproxytest.Instance, tokenFile, auditLog string) {
 	t.Helper()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
 	if err := os.WriteFile(tokens, []byte("ops:"+ctlWriteToken+":write\nviewer:"+ctlReadToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.ParseWith(filepath.Join(dir, "rlproxy.yaml"), []byte(ctlYAML+"admin: { token_file: tokens, audit_log: audit.log }\n"), config.LoadOptions{})
-	if err != nil {
+	up := rlproxytest.NewUpstream(t)
+	cfg := filepath.Join(dir, "rlproxy.yaml")
+	yaml := "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n" + fmt.Sprintf(ctlYAML, up.URL)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := control.New(control.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Configure(cfg)
-	rt := &proxy.Runtime{Config: cfg}
-	m := metrics.New(prometheus.NewRegistry(), "test")
-	s := admin.New("127.0.0.1:0", m, func() bool { return true },
-		admin.WithControl(admin.ControlSource{Entries: c, Runtime: func() *proxy.Runtime { return rt }, Changed: m.ControlChange}))
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-	return "http://" + s.Addr(), tokens, cfg.Admin.AuditLog
+	return rlproxytest.Start(t, "", rlproxytest.FromFile(cfg)), tokens, filepath.Join(dir, "audit.log")
 }
 
-// TestCtlRoundTrip: every verb of `rlproxy ctl` against a control API,
-// with what it prints, what the API then holds, the refusals it reports,
-// and an audit that names the token and never a raw key.
+// status is the status of GET / on in from ip, with the API key key ("" none).
+func status(t *testing.T, in *rlproxytest.Instance, ip, key string) int {
+	t.Helper()
+	var hdr []string
+	if key != "" {
+		hdr = append(hdr, "X-API-Key", key)
+	}
+	resp, _ := rlproxytest.Get(t, rlproxytest.ClientFrom(ip), in.URL+"/", hdr...)
+	return resp.StatusCode
+}
+
+// TestCtlRoundTrip: every verb of `rlproxy ctl` against a real instance,
+// with what it prints, the instance's decisions under the entries (an
+// address ban holds against an API key; exempt and override lift the
+// limit), what the API then holds, the refusals it reports, and an audit
+// that names the token and never a raw key.
 func TestCtlRoundTrip(t *testing.T) {
-	url, tokens, audit := ctlServer(t)
+	in, tokens, audit := ctlServer(t)
+	url := in.AdminURL
 	ctl := func(args ...string) (int, string, string) {
 		return mainRun(append([]string{"ctl", args[0], "-admin", url}, args[1:]...)...)
 	}
@@ -86,7 +86,7 @@ func TestCtlRoundTrip(t *testing.T) {
 		}
 		return m[2]
 	}
-	ban := mustCtl("ban", "-token-file", tokens, "-policy", "api", "-source", "ip", "-key", "203.0.113.7", "-for", "1h", "-reason", "scraping")
+	ban := mustCtl("ban", "-token-file", tokens, "-policy", "api", "-source", "ip", "-key", "127.0.0.7", "-for", "1h", "-reason", "scraping")
 	if !regexp.MustCompile(`^ban \S+: ban of ip#[0-9a-f]{12} on policy api, expires \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n$`).MatchString(ban) {
 		t.Errorf("ban printed %q", ban)
 	}
@@ -97,6 +97,25 @@ func TestCtlRoundTrip(t *testing.T) {
 	}
 	over := mustCtl("override", "-policy", "api", "-key", "k-override-secret", "-rate", "100r/s", "-burst", "50")
 	ids := []string{idOf(ban), idOf(exempt), idOf(over)}
+	// The instance decides under them: burst 2 at 1 r/m is two requests.
+	for _, c := range []struct {
+		name, ip, key string
+		want          []int
+	}{
+		{"banned address", "127.0.0.7", "", []int{429}},
+		{"banned address with an API key", "127.0.0.7", "k-other", []int{429}},
+		{"exempt key", "127.0.0.8", "k-exempt-secret", []int{200, 200, 200, 200}},
+		{"overridden key (burst 50)", "127.0.0.9", "k-override-secret", []int{200, 200, 200, 200}},
+		{"plain key", "127.0.0.10", "k-plain", []int{200, 200, 429}},
+	} {
+		var got []int
+		for range c.want {
+			got = append(got, status(t, in, c.ip, c.key))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
 
 	var listed []control.Entry
 	if err := json.Unmarshal([]byte(mustCtl("list", "-policy", "api", "-json", "-limit", "1")), &listed); err != nil {
@@ -115,6 +134,9 @@ func TestCtlRoundTrip(t *testing.T) {
 	}
 	if out := mustCtl("delete", ids[0]); out != "deleted "+ids[0]+" (ban of "+listed[indexOf(listed, ids[0])].Client+" on policy api)\n" {
 		t.Errorf("delete printed %q", out)
+	}
+	if got := status(t, in, "127.0.0.7", ""); got != 200 {
+		t.Errorf("the address after its ban was deleted: %d, want 200", got)
 	}
 	table := mustCtl("list")
 	if lines := strings.Split(strings.TrimSpace(table), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[0], "ID ") || strings.Contains(table, ids[0]) {
@@ -148,7 +170,7 @@ func TestCtlRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, raw := range []string{"203.0.113.7", "k-exempt-secret", "k-override-secret"} {
+	for _, raw := range []string{"127.0.0.7", "k-exempt-secret", "k-override-secret"} {
 		if strings.Contains(string(b), raw) {
 			t.Errorf("the audit log shows %q:\n%s", raw, b)
 		}
