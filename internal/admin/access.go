@@ -26,23 +26,20 @@ type refusal struct {
 	kind, detail string
 }
 
-// hostAllowed reports whether r's Host names this listener: a loopback
-// name, an IP address the connection arrived at, or one of admin.hosts. A
-// browser sends the page's name as Host, so a site whose name an attacker
-// rebinds to 127.0.0.1 (DNS rebinding) is refused here.
+// hostAllowed reports whether r's Host names this listener: localhost,
+// an IP address, or one of admin.hosts. A browser sends the page's name
+// as Host, so a site whose name an attacker rebinds to 127.0.0.1 (DNS
+// rebinding) is refused here; an IP address cannot be rebound (a page
+// served from one reaches only that address), so any is accepted — the
+// listener's own behind NAT or a port-forward included.
 func hostAllowed(r *http.Request, hosts []string) bool {
 	h := r.Host
 	if host, _, err := net.SplitHostPort(h); err == nil {
 		h = host
 	}
 	h = strings.ToLower(strings.TrimSuffix(strings.Trim(h, "[]"), "."))
-	switch h {
-	case "localhost", "127.0.0.1", "::1":
+	if h == "localhost" || net.ParseIP(h) != nil {
 		return true
-	}
-	if ip := net.ParseIP(h); ip != nil {
-		local := localIP(r)
-		return local != nil && local.Equal(ip)
 	}
 	for _, name := range hosts {
 		if h == name {

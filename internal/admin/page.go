@@ -96,7 +96,7 @@ func (s *Server) guard(runtime func() *proxy.Runtime, h http.Handler) http.Handl
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := securityHeaders(w)
 		if !hostAllowed(r, runtime().Config.Admin.Hosts) {
-			plain(w, http.StatusMisdirectedRequest, "unknown Host: the admin listener answers to loopback names, its own addresses and admin.hosts")
+			plain(w, http.StatusMisdirectedRequest, "unknown Host: the admin listener answers to localhost, IP addresses and admin.hosts")
 			return
 		}
 		auth := runtime().Config.Admin.BasicAuth

@@ -26,7 +26,7 @@ type Admin struct {
 	// through the control API.
 	AuditLog string
 	// Hosts are the extra names the admin listener answers to in the Host
-	// header, beside loopback names and its own address (DNS rebinding).
+	// header, beside localhost and IP addresses (DNS rebinding).
 	Hosts []string
 }
 
@@ -49,7 +49,7 @@ func (l *loader) adminSection() *section {
 		{name: "basic_auth", sub: l.basicAuthSection(), doc: "HTTP Basic authentication (RFC 7617) of the page and its JSON; required on an admin_listen that is not loopback."},
 		{name: "token_file", value: l.tokenFileVal(), doc: "File of name:token[:read|write] lines (relative to this file): bearer tokens for the control API, reread when it changes."},
 		{name: "audit_log", value: l.auditLogVal(), doc: "File the control API appends one JSON line per change to (relative to this file; mode 0600); default the process log."},
-		{name: "hosts", value: l.hostsVal(&a.Hosts), doc: "Host names the admin listener answers to besides loopback names and its own address (DNS rebinding)."},
+		{name: "hosts", value: l.hostsVal(&a.Hosts), doc: "Host names the page and control API answer to besides localhost and IP addresses (DNS rebinding)."},
 	}}
 }
 
@@ -94,7 +94,7 @@ func validUser(s string) bool {
 }
 
 // hostsVal is admin.hosts: DNS names (one label or more, lower-cased),
-// each once. IP addresses need no entry: the listener accepts its own.
+// each once. IP addresses need no entry: any is accepted.
 func (l *loader) hostsVal(dst *[]string) value {
 	return value{func() schema { return listShape(schema{"type": "string", "minLength": 1}, false) }, func(n *yaml.Node, path string) {
 		items, vals, ok := l.strings(n, path, false)
