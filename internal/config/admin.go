@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"slices"
 	"strings"
 
@@ -28,6 +29,17 @@ type Admin struct {
 	// Hosts are the extra names the admin listener answers to in the Host
 	// header, beside localhost and IP addresses (DNS rebinding).
 	Hosts []string
+	// TLS, when non-nil, serves admin_listen over TLS with this
+	// certificate (restart-only, as the address): bearer tokens and
+	// changes are refused off loopback without it.
+	TLS *AdminTLS `restart:"admin.tls,onoff"`
+}
+
+// AdminTLS is `admin.tls:`: the admin listener's certificate and key
+// (PEM files, resolved against the config file's directory).
+type AdminTLS struct {
+	CertFile string `restart:"admin.tls.cert_file"`
+	KeyFile  string `restart:"admin.tls.key_file"`
 }
 
 // BasicAuth is one user and password; the password comes from the
@@ -49,6 +61,7 @@ func (l *loader) adminSection() *section {
 		{name: "basic_auth", sub: l.basicAuthSection(), doc: "HTTP Basic authentication (RFC 7617) of the page and its JSON; required on an admin_listen that is not loopback."},
 		{name: "token_file", value: l.tokenFileVal(), doc: "File of name:token[:read|write] lines (relative to this file): bearer tokens for the control API, reread when it changes."},
 		{name: "audit_log", value: l.auditLogVal(), doc: "File the control API appends one JSON line per change to (relative to this file; mode 0600); default the process log."},
+		{name: "tls", sub: l.adminTLSSection(), doc: "Serve admin_listen over TLS: {cert_file, key_file}; tokens and changes off loopback need it. Restart-only."},
 		{name: "hosts", value: l.hostsVal(&a.Hosts), doc: "Host names the page and control API answer to besides localhost and IP addresses (DNS rebinding)."},
 	}}
 }
@@ -115,5 +128,28 @@ func (l *loader) hostsVal(dst *[]string) value {
 			hosts = append(hosts, name)
 		}
 		*dst = hosts
+	}}
+}
+
+// adminTLSSection is `admin.tls:`; the pair is loaded here, so a bad
+// certificate fails validate, not the start.
+func (l *loader) adminTLSSection() *section {
+	var t AdminTLS
+	var ok [2]bool
+	file := func(dst *string, i int) value {
+		return value{stringShape, func(n *yaml.Node, path string) { *dst, ok[i] = l.filePath(n, path, l.dir) }}
+	}
+	return &section{optional: true, fields: []field{
+		{name: "cert_file", need: "required: a PEM file", value: file(&t.CertFile, 0), doc: "PEM certificate chain of the admin listener."},
+		{name: "key_file", need: "required: a PEM file", value: file(&t.KeyFile, 1), doc: "PEM private key."},
+	}, check: func(o object) {
+		if !ok[0] || !ok[1] {
+			return // a missing or bad file is reported
+		}
+		if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
+			l.errorf(o.missing(), o.path, "loading certificate and key: %v", err)
+			return
+		}
+		l.c.Admin.TLS = &t
 	}}
 }

@@ -60,6 +60,8 @@ func TestAdminControlFields(t *testing.T) {
 		{"admin: { token_file: missing }", cfg + `:3: admin.token_file: "missing": no such file or directory`},
 		{"admin: { audit_log: nodir/audit.log }", cfg + `:3: admin.audit_log: "nodir/audit.log": directory ` + filepath.Join(dir, "nodir") + ` does not exist`},
 		{"admin: { hosts: [\"a:9090\"] }", cfg + `:3: admin.hosts[0]: "a:9090": want a DNS host name, without a port`},
+		{"admin: { tls: { cert_file: tokens } }", cfg + `:3: admin.tls.key_file: required: a PEM file`},
+		{"admin: { tls: { cert_file: tokens, key_file: tokens } }", cfg + `:3: admin.tls: loading certificate and key: tls: failed to find any PEM data in certificate input`},
 		{"admin: { hosts: [a.b, A.B] }", cfg + `:3: admin.hosts[1]: "A.B": listed twice`},
 	}
 	for _, tt := range tests {
