@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -15,17 +16,18 @@ import (
 
 	"rlproxy/internal/admin"
 	"rlproxy/internal/control"
+	"rlproxy/internal/tlsutil"
 )
 
 // ctlUsage is `rlproxy ctl`'s own help.
-const ctlUsage = `usage: rlproxy ctl VERB [-admin URL] [-token-file F] [flags]
+const ctlUsage = `usage: rlproxy ctl VERB [-admin URL] [-token-file F] [-ca-file F] [flags]
   list     [-policy P] [-limit N] [-json]            the entries, every page (N a page)
   ban      -policy P -key K [-source S] [-for D] [-reason R]
   exempt   -policy P -key K [-source S] [-for D] [-reason R]
   override -policy P -key K [-source S] (-limit N -window W | -rate R -burst B | -plan NAME) [-for D] [-reason R]
   delete   ID
 -admin: the admin listener's URL (default http://127.0.0.1:9090; http://USER:PASSWORD@HOST:PORT
-for admin.basic_auth). The bearer token: -token-file F (the token alone, or a name:token[:scope]
+for admin.basic_auth; https:// with admin.tls, -ca-file trusting its certificate). The bearer token: -token-file F (the token alone, or a name:token[:scope]
 line of admin.token_file), else RLPROXY_ADMIN_TOKEN. -source: ip, cidr or a key source such as
 header:X-API-Key (default: the policy's own key). -for: how long the entry lasts (default: until
 deleted).
@@ -40,13 +42,14 @@ type ctlClient struct {
 
 // ctlFlags are the flags every verb takes.
 type ctlFlags struct {
-	admin, tokenFile *string
+	admin, tokenFile, caFile *string
 }
 
 func addCtlFlags(fs *flag.FlagSet) ctlFlags {
 	return ctlFlags{
 		admin:     fs.String("admin", "http://127.0.0.1:9090", "the admin listener's base URL"),
 		tokenFile: fs.String("token-file", "", "file holding the bearer token (default: RLPROXY_ADMIN_TOKEN)"),
+		caFile:    fs.String("ca-file", "", "PEM bundle trusted for an https:// -admin (admin.tls); default: the system's"),
 	}
 }
 
@@ -66,7 +69,15 @@ func (f ctlFlags) client() (*ctlClient, error) {
 	if _, err := url.Parse(*f.admin); err != nil {
 		return nil, fmt.Errorf("-admin: %w", err)
 	}
-	return &ctlClient{base: strings.TrimSuffix(*f.admin, "/"), token: tok, http: &http.Client{Timeout: 30 * time.Second}}, nil
+	hc := &http.Client{Timeout: 30 * time.Second}
+	if *f.caFile != "" {
+		pool, err := tlsutil.CertPool(*f.caFile)
+		if err != nil {
+			return nil, err
+		}
+		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}}
+	}
+	return &ctlClient{base: strings.TrimSuffix(*f.admin, "/"), token: tok, http: hc}, nil
 }
 
 // tokenOf reads a token file: its first line that is neither blank nor a

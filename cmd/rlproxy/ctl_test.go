@@ -1,14 +1,23 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"rlproxy/internal/control"
 	"rlproxy/internal/testutil/rlproxytest"
@@ -196,4 +205,70 @@ func writeFile(t *testing.T, text string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestCtlOverTLS: with admin.tls an instance's admin listener off
+// loopback takes a token over HTTPS; `rlproxy ctl -ca-file` trusts its
+// certificate, and the same call over plain HTTP would be refused.
+func TestCtlOverTLS(t *testing.T) {
+	ip := ""
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil && ip == "" {
+			ip = n.IP.String()
+		}
+	}
+	if ip == "" {
+		t.Skip("no non-loopback IPv4 address")
+	}
+	dir := t.TempDir()
+	certPEM, keyPEM := ctlCert(t, ip)
+	for name, b := range map[string][]byte{"cert.pem": certPEM, "key.pem": keyPEM, "tokens": []byte("ops:" + ctlWriteToken + ":write\n")} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up := rlproxytest.NewUpstream(t)
+	cfg := filepath.Join(dir, "rlproxy.yaml")
+	yaml := "listen: 127.0.0.1:0\nadmin_listen: 0.0.0.0:0\n" + strings.Replace(fmt.Sprintf(ctlYAML, up.URL),
+		"admin: { token_file: tokens, audit_log: audit.log }", "admin: { token_file: tokens, tls: { cert_file: cert.pem, key_file: key.pem } }", 1)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := rlproxytest.Start(t, "", rlproxytest.FromFile(cfg))
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(in.AdminURL, "http://"))
+	admin := "https://" + net.JoinHostPort(ip, port)
+	code, out, errOut := mainRun("ctl", "ban", "-admin", admin, "-ca-file", filepath.Join(dir, "cert.pem"), "-token-file", filepath.Join(dir, "tokens"),
+		"-policy", "api", "-source", "ip", "-key", "127.0.0.7")
+	if code != 0 || !strings.HasPrefix(out, "ban ") {
+		t.Fatalf("ctl ban over TLS: exit %d %q %s", code, out, errOut)
+	}
+	if got := status(t, in, "127.0.0.7", ""); got != 429 {
+		t.Errorf("banned address: %d, want 429", got)
+	}
+	code, _, errOut = mainRun("ctl", "list", "-admin", admin, "-token-file", filepath.Join(dir, "tokens"))
+	if code != 1 || !strings.Contains(errOut, "certificate") {
+		t.Errorf("ctl list without -ca-file: exit %d %s, want an untrusted certificate", code, errOut)
+	}
+}
+
+// ctlCert is a self-signed certificate for ip and its key, PEM.
+func ctlCert(t *testing.T, ip string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rlproxy admin"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.ParseIP(ip)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
 }

@@ -3,16 +3,9 @@ package admin
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -327,54 +320,4 @@ func nonLoopbackIPv4(t *testing.T) string {
 	}
 	t.Skip("no non-loopback IPv4 address")
 	return ""
-}
-
-// TestControlTokenOverTLS: with admin.tls the same listener off loopback
-// accepts a token, for reading and changing.
-func TestControlTokenOverTLS(t *testing.T) {
-	ip := nonLoopbackIPv4(t)
-	cert, pool := selfSigned(t, ip)
-	s, _, _ := controlServer(t, "0.0.0.0:0", config.Admin{}, WithTLS(&tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}))
-	_, port, _ := net.SplitHostPort(s.Addr())
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	base := "https://" + net.JoinHostPort(ip, port) + "/api/entries"
-	for _, st := range []struct {
-		method, tok, body string
-		status            int
-	}{{"POST", aliceToken, banBody, 201}, {"GET", bobToken, "", 200}, {"POST", "", banBody, 401}} {
-		req, _ := http.NewRequest(st.method, base, strings.NewReader(st.body))
-		req.Header.Set("Content-Type", "application/json")
-		if st.tok != "" {
-			req.Header.Set("Authorization", "Bearer "+st.tok)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != st.status {
-			t.Errorf("%s over TLS with token %q: %d %s, want %d", st.method, st.tok, resp.StatusCode, b, st.status)
-		}
-	}
-}
-
-// selfSigned is a certificate for ip and the pool that trusts it.
-func selfSigned(t *testing.T, ip string) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rlproxy admin test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.ParseIP(ip)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
 }
