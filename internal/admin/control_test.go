@@ -86,7 +86,7 @@ const (
 
 // controlServer starts an admin server with the control API on addr and
 // admin as the configuration's admin section (token_file: tokens in dir).
-func controlServer(t *testing.T, addr string, admin config.Admin, opts ...Option) (*Server, *metrics.Metrics, string) {
+func controlServer(t *testing.T, addr string, admin config.Admin) (*Server, *metrics.Metrics, string) {
 	t.Helper()
 	dir := t.TempDir()
 	admin.TokenFile = filepath.Join(dir, "tokens")
@@ -95,7 +95,7 @@ func controlServer(t *testing.T, addr string, admin config.Admin, opts ...Option
 	rt := &proxy.Runtime{Config: &config.Config{Admin: admin}}
 	m := metrics.New(prometheus.NewRegistry(), "test")
 	src := ControlSource{Entries: &entries{m: map[string]control.Entry{}}, Runtime: func() *proxy.Runtime { return rt }, Changed: m.ControlChange}
-	s := New(addr, m, func() bool { return true }, append(opts, WithControl(src))...)
+	s := New(addr, m, func() bool { return true }, WithControl(src))
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
