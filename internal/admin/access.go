@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -27,12 +28,13 @@ type refusal struct {
 }
 
 // hostAllowed reports whether r's Host names this listener: localhost,
-// an IP address, or one of admin.hosts. A browser sends the page's name
-// as Host, so a site whose name an attacker rebinds to 127.0.0.1 (DNS
-// rebinding) is refused here; an IP address cannot be rebound (a page
-// served from one reaches only that address), so any is accepted — the
-// listener's own behind NAT or a port-forward included.
-func hostAllowed(r *http.Request, hosts []string) bool {
+// an IP address, the host name admin_listen gives, or one of admin.hosts.
+// A browser sends the page's name as Host, so a site whose name an
+// attacker rebinds to 127.0.0.1 (DNS rebinding) is refused here; an IP
+// address cannot be rebound (a page served from one reaches only that
+// address), so any is accepted — the listener's own behind NAT or a
+// port-forward included.
+func (s *Server) hostAllowed(r *http.Request, hosts []string) bool {
 	h := r.Host
 	if host, _, err := net.SplitHostPort(h); err == nil {
 		h = host
@@ -41,12 +43,10 @@ func hostAllowed(r *http.Request, hosts []string) bool {
 	if h == "localhost" || net.ParseIP(h) != nil {
 		return true
 	}
-	for _, name := range hosts {
-		if h == name {
-			return true
-		}
+	if own, _, err := net.SplitHostPort(s.addr); err == nil && h == strings.ToLower(strings.TrimSuffix(own, ".")) {
+		return true
 	}
-	return false
+	return slices.Contains(hosts, h)
 }
 
 // localIP is the address r's connection arrived at (nil if unknown).

@@ -88,8 +88,8 @@ func (c *controlAPI) gate(change bool, h func(http.ResponseWriter, *http.Request
 
 // admit decides whether r may read (change false) or change entries.
 func (c *controlAPI) admit(r *http.Request, cfg *config.Admin, change bool) (principal, *refusal) {
-	if !hostAllowed(r, cfg.Hosts) {
-		return principal{}, &refusal{http.StatusMisdirectedRequest, "unknown-host", "the Host header is neither localhost, an IP address, nor one of admin.hosts"}
+	if !c.s.hostAllowed(r, cfg.Hosts) {
+		return principal{}, &refusal{http.StatusMisdirectedRequest, "unknown-host", "the Host header is neither localhost, an IP address, admin_listen's host, nor one of admin.hosts"}
 	}
 	if change && !sameOrigin(r) {
 		return principal{}, &refusal{http.StatusForbidden, "cross-origin", "a change must come from the admin page's own origin"}

@@ -158,6 +158,7 @@ func TestControlAccess(t *testing.T) {
 		want                     string // in the body of a success
 	}{
 		{"change without credentials", "POST", "", banBody, []string{json}, 401, "unauthorized", ""},
+		{"delete without credentials", "DELETE", "/e1", "", []string{json}, 401, "unauthorized", ""},
 		{"wrong token", "POST", "", banBody, []string{json, "Authorization: Bearer not-a-token-of-the-file"}, 401, "unauthorized", ""},
 		{"wrong password", "POST", "", banBody, []string{json, "Authorization: Basic b3BzOndyb25n"}, 401, "unauthorized", ""},
 		{"read-scope token", "POST", "", banBody, []string{json, bob}, 403, "read-only", ""},
@@ -320,4 +321,20 @@ func nonLoopbackIPv4(t *testing.T) string {
 	}
 	t.Skip("no non-loopback IPv4 address")
 	return ""
+}
+
+// TestHostAllowed: the names the page and the control API answer to.
+func TestHostAllowed(t *testing.T) {
+	s := &Server{addr: "Admin.Internal:9090"}
+	hosts := []string{"ops.example.com"}
+	for host, want := range map[string]bool{
+		"localhost:9090": true, "LOCALHOST.": true, "127.0.0.1:9090": true, "[::1]:9090": true, "192.0.2.2:9090": true, "[::]:9090": true,
+		"admin.internal:9090": true, "ops.example.com": true, "Ops.Example.Com:443": true,
+		"evil.example": false, "localhost.evil.example:9090": false, "": false, "127.0.0.1.nip.io": false,
+	} {
+		r := &http.Request{Host: host}
+		if got := s.hostAllowed(r, hosts); got != want {
+			t.Errorf("Host %q: %v, want %v", host, got, want)
+		}
+	}
 }

@@ -89,14 +89,14 @@ func WithPage(src PageSource) Option {
 }
 
 // guard applies the page's access rule and security headers: the Host
-// must name this listener (hostAllowed); on a listener that is not
+// must name this listener (Server.hostAllowed); on a listener that is not
 // loopback the page needs admin.basic_auth; with it, every request must
 // carry the user and password (RFC 7617).
 func (s *Server) guard(runtime func() *proxy.Runtime, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := securityHeaders(w)
-		if !hostAllowed(r, runtime().Config.Admin.Hosts) {
-			plain(w, http.StatusMisdirectedRequest, "unknown Host: the admin listener answers to localhost, IP addresses and admin.hosts")
+		if !s.hostAllowed(r, runtime().Config.Admin.Hosts) {
+			plain(w, http.StatusMisdirectedRequest, "unknown Host: the admin listener answers to localhost, IP addresses, admin_listen's host and admin.hosts")
 			return
 		}
 		auth := runtime().Config.Admin.BasicAuth

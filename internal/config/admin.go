@@ -27,7 +27,8 @@ type Admin struct {
 	// through the control API.
 	AuditLog string
 	// Hosts are the extra names the admin listener answers to in the Host
-	// header, beside localhost and IP addresses (DNS rebinding).
+	// header, beside localhost, IP addresses and admin_listen's host
+	// (DNS rebinding).
 	Hosts []string
 	// TLS, when non-nil, serves admin_listen over TLS with this
 	// certificate (restart-only, as the address): bearer tokens and
@@ -62,7 +63,7 @@ func (l *loader) adminSection() *section {
 		{name: "token_file", value: l.tokenFileVal(), doc: "File of name:token[:read|write] lines (relative to this file): bearer tokens for the control API, reread when it changes."},
 		{name: "audit_log", value: l.auditLogVal(), doc: "File the control API appends one JSON line per change to (relative to this file; mode 0600); default the process log."},
 		{name: "tls", sub: l.adminTLSSection(), doc: "Serve admin_listen over TLS: {cert_file, key_file}; tokens and changes off loopback need it. Restart-only."},
-		{name: "hosts", value: l.hostsVal(&a.Hosts), doc: "Host names the page and control API answer to besides localhost and IP addresses (DNS rebinding)."},
+		{name: "hosts", value: l.hostsVal(&a.Hosts), doc: "Host names the page and control API answer to besides localhost, IP addresses and admin_listen's host (DNS rebinding)."},
 	}}
 }
 
