@@ -219,7 +219,6 @@ func (c *Controller) set(ctx context.Context, r Request, by string) (Entry, erro
 	if c.cfg == nil {
 		return Entry{}, errNotConfigured
 	}
-	c.sweep(ctx)
 	rec, err := newRecord(r, by, c.cfg, c.opts.Now())
 	if err != nil {
 		return Entry{}, err

@@ -8,18 +8,27 @@ import (
 // Intervals of Run.
 const (
 	// PollEvery is how often an instance asks Valkey for the entries'
-	// version: a change made on another instance applies here within it
-	// (plus a round trip).
+	// version besides the published changes: a change whose message was
+	// lost applies here within it (plus a round trip).
 	PollEvery = 20 * time.Millisecond
 	// SweepEvery is how often expired entries are removed (an expired
 	// entry stops applying at its expiry whatever this says: Find checks).
 	SweepEvery = time.Second
 )
 
-// Run keeps c current until ctx ends: with Valkey it polls for other
-// instances' changes every PollEvery; it removes expired entries every
-// SweepEvery.
+// Run keeps c current until ctx ends: with Valkey it applies other
+// instances' changes as they are published, and polls for them every
+// PollEvery; it removes expired entries every SweepEvery.
 func (c *Controller) Run(ctx context.Context) {
+	kick := make(chan struct{}, 1)
+	if v := c.opts.Valkey; v != nil {
+		go v.subscribe(ctx, func() {
+			select {
+			case kick <- struct{}{}:
+			default: // a Sync is due already
+			}
+		})
+	}
 	poll := time.NewTicker(PollEvery)
 	defer poll.Stop()
 	sweep := time.NewTicker(SweepEvery)
@@ -28,6 +37,8 @@ func (c *Controller) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-kick:
+			c.Sync(ctx)
 		case <-poll.C:
 			if c.opts.Valkey != nil {
 				c.Sync(ctx)
@@ -68,8 +79,10 @@ func (c *Controller) Sync(ctx context.Context) {
 		c.rebuild()
 	default:
 		for _, ch := range chs {
-			c.unapply(ch.id)
-			if ch.rec != nil {
+			switch {
+			case ch.rec == nil:
+				c.unapply(ch.id)
+			case c.recs[ch.id] == nil: // an entry never changes: one held already (this instance's own) stays
 				c.apply(ch.rec)
 			}
 		}

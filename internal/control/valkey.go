@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	valkeygo "github.com/valkey-io/valkey-go"
 )
@@ -18,14 +19,17 @@ import (
 //	PREFIX{ctl}:n    hash: table → entries
 //	PREFIX{ctl}:v    the version, incremented by every change
 //	PREFIX{ctl}:log  sorted set: "VERSION:ID" scored by version, the last logKeep changes
+//	PREFIX{ctl}:changed  the channel every change is published on
 //
-// Every instance polls the version (Controller.Run) and reads only the
-// entries the log names since its own version; a gap (it fell more than
-// logKeep changes behind) reads them all.
+// Every instance subscribes to the channel and, on a message, reads only
+// the entries the log names since its own version (Controller.Run); it
+// also polls the version every PollEvery, so a message lost with a
+// connection delays a change by one poll at most. A gap (it fell more
+// than logKeep changes behind) reads every entry.
 type Valkey struct {
 	c                    valkeygo.Client
 	entries, counts, ver string
-	log                  string
+	log, channel         string
 	version              uint64 // the last version applied (Controller.mu)
 }
 
@@ -36,7 +40,7 @@ const logKeep = 10_000
 // keys under prefix (store.valkey.key_prefix).
 func NewValkey(c valkeygo.Client, prefix string) *Valkey {
 	p := prefix + "{ctl}:"
-	return &Valkey{c: c, entries: p + "e", counts: p + "n", ver: p + "v", log: p + "log"}
+	return &Valkey{c: c, entries: p + "e", counts: p + "n", ver: p + "v", log: p + "log", channel: p + "changed"}
 }
 
 // errFull is put's error when the table holds its maximum.
@@ -50,6 +54,7 @@ redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
 local v = redis.call('INCR', KEYS[3])
 redis.call('ZADD', KEYS[4], v, v .. ':' .. ARGV[1])
 redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -` + strconv.Itoa(logKeep+1) + `)
+redis.call('PUBLISH', ARGV[5], v)
 return v`)
 
 var delScript = valkeygo.NewLuaScript(`
@@ -63,6 +68,7 @@ if redis.call('HINCRBY', KEYS[2], name, -1) <= 0 then redis.call('HDEL', KEYS[2]
 local v = redis.call('INCR', KEYS[3])
 redis.call('ZADD', KEYS[4], v, v .. ':' .. ARGV[1])
 redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -` + strconv.Itoa(logKeep+1) + `)
+redis.call('PUBLISH', ARGV[5], v)
 return v`)
 
 func (v *Valkey) keys() []string { return []string{v.entries, v.counts, v.ver, v.log} }
@@ -73,7 +79,7 @@ func (v *Valkey) put(ctx context.Context, rec *record, max int) error {
 	if err != nil {
 		return err
 	}
-	n, err := putScript.Exec(ctx, v.c, v.keys(), []string{rec.ID, string(b), rec.table(), strconv.Itoa(max)}).AsInt64()
+	n, err := putScript.Exec(ctx, v.c, v.keys(), []string{rec.ID, string(b), rec.table(), strconv.Itoa(max), v.channel}).AsInt64()
 	if err != nil {
 		return fmt.Errorf("control: storing the entry in valkey: %w", err)
 	}
@@ -85,7 +91,7 @@ func (v *Valkey) put(ctx context.Context, rec *record, max int) error {
 
 // del removes entry id (nothing when it is gone already).
 func (v *Valkey) del(ctx context.Context, id string) error {
-	if err := delScript.Exec(ctx, v.c, v.keys(), []string{id}).Error(); err != nil {
+	if err := delScript.Exec(ctx, v.c, v.keys(), []string{id, "", "", "", v.channel}).Error(); err != nil {
 		return fmt.Errorf("control: removing the entry from valkey: %w", err)
 	}
 	return nil
@@ -170,3 +176,19 @@ func (v *Valkey) since(ctx context.Context) (chs []change, full []*record, ver u
 	}
 	return chs, nil, uint64(zs[len(zs)-1].Score), nil
 }
+
+// subscribe calls kick on every change published until ctx ends,
+// subscribing again (after resubscribeAfter) when the connection breaks.
+func (v *Valkey) subscribe(ctx context.Context, kick func()) {
+	for ctx.Err() == nil {
+		_ = v.c.Receive(ctx, v.c.B().Subscribe().Channel(v.channel).Build(), func(valkeygo.PubSubMessage) { kick() })
+		select {
+		case <-ctx.Done():
+		case <-time.After(resubscribeAfter):
+		}
+	}
+}
+
+// resubscribeAfter is the pause before subscribing again after the
+// subscription's connection broke (polling covers the gap).
+const resubscribeAfter = time.Second

@@ -15,6 +15,7 @@ import (
 
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
+	"rlproxy/internal/control"
 	"rlproxy/internal/reqview"
 	"rlproxy/internal/store/memory"
 )
@@ -29,15 +30,21 @@ const benchPlanKeys = 100_000
 // the release round trip); "plan" is a route whose only policy comes from
 // its plan, requests cycling through 1024 of benchPlanKeys known
 // credentials (the plan lookup, then a token bucket keyed by the
-// credential). Its allocs/op are the policy layer's own plus the memory
-// store's.
+// credential); "plain-1M-entries" is "plain" with a million control
+// entries (bans of other addresses) in the enforcing policy: the cost of
+// a client with none. Its allocs/op are the policy layer's own plus the
+// memory store's.
 func BenchmarkDecide(b *testing.B) {
 	keysFile := filepath.Join(b.TempDir(), "keys.yaml")
 	benchKeysFile(b, keysFile)
-	for _, tc := range []struct{ name, route string }{
-		{"plain", "policies: [api, hourly]"},
-		{"lease", "policies: [api, hourly, inflight]"},
-		{"plan", "plan: tiers"},
+	for _, tc := range []struct {
+		name, route string
+		entries     int
+	}{
+		{"plain", "policies: [api, hourly]", 0},
+		{"lease", "policies: [api, hourly, inflight]", 0},
+		{"plan", "plan: tiers", 0},
+		{"plain-1M-entries", "policies: [api, hourly]", 1_000_000},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg, err := config.ParseWith("bench.yaml", []byte(`
@@ -60,7 +67,7 @@ routes: [ { name: all, upstream: app, `+tc.route+` } ]
 			var now int64 = 1_700_000_000_000
 			st := memory.New(memory.Options{MaxKeys: 10_000, SweepInterval: -1, Clock: func() int64 { now += 1000; return now }})
 			defer st.Close()
-			l, err := New(cfg, Options{Store: st, LeasePrefix: "b-"})
+			l, err := New(cfg, Options{Store: st, LeasePrefix: "b-", Control: benchEntries(b, cfg, tc.entries)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -85,6 +92,26 @@ routes: [ { name: all, upstream: app, `+tc.route+` } ]
 			}
 		})
 	}
+}
+
+// benchEntries is a Controller holding n bans of other addresses in
+// policy api (nil for none): the decided client has no entry.
+func benchEntries(b *testing.B, cfg *config.Config, n int) *control.Controller {
+	if n == 0 {
+		return nil
+	}
+	c, err := control.New(control.Options{MaxEntries: n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.Configure(cfg)
+	for i := range n {
+		addr := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		if _, err := c.Set(context.Background(), control.Request{Policy: "api", Source: "ip", Key: addr.String(), Action: control.ActionBan}, "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return c
 }
 
 // view is r's request view (reqview.Read: r's header map shared, not copied).

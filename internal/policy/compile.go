@@ -56,6 +56,7 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 			keyTail:    ":" + name + ":" + kindCode(&cp.Limit),
 			pk:         pk,
 			allot:      storeAllotment(name, cp),
+			penalty:    newPenaltyBox(cp.Penalty, l.metrics.Penalties(name)),
 		}
 	}
 	plans := map[string]*PlanSet{}

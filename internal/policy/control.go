@@ -12,9 +12,9 @@ type Refusal uint8
 
 // Refusals.
 const (
-	NotRefused    Refusal = iota // decided by the policy's limit (or exempt)
-	RefusedBan                   // a control entry bans the client
-	RefusedPenalty               // the client is in the policy's penalty box
+	NotRefused     Refusal = iota // decided by the policy's limit (or exempt)
+	RefusedBan                    // a control entry bans the client
+	RefusedPenalty                // the client is in the policy's penalty box
 )
 
 // banWithoutExpiry is the Retry-After (ms) of a ban that never expires:
@@ -50,9 +50,15 @@ func (l *Limiter) overridden(p *Policy, r *control.Rule) *Policy {
 }
 
 // addRefused appends it, refused for why before any store decision for
-// left ms (-1: no end): no check is sent. A dry-run policy only counts
-// the refusal.
+// left ms (-1: no end): no check is sent.
 func (l *Limiter) addRefused(res *Result, it Item, why Refusal, left int64) {
+	l.refuseItem(res, &it, why, left)
+	res.Items = append(res.Items, it)
+}
+
+// refuseItem refuses it for why for left ms (-1: no end) before any store
+// decision. A dry-run policy only counts the refusal.
+func (l *Limiter) refuseItem(res *Result, it *Item, why Refusal, left int64) {
 	if left < 0 {
 		left = banWithoutExpiry
 	}
@@ -60,12 +66,11 @@ func (l *Limiter) addRefused(res *Result, it Item, why Refusal, left int64) {
 	it.Decision = algo.Decision{Allowed: false, Remaining: 0, ResetAfter: left, RetryAfter: left}
 	if it.Policy.DryRun {
 		it.Status = DryRunRejected
-	} else {
-		it.Status = Rejected
-		res.refused = true
-		res.RetryAfter = max(res.RetryAfter, left)
+		return
 	}
-	res.Items = append(res.Items, it)
+	it.Status = Rejected
+	res.refused = true
+	res.RetryAfter = max(res.RetryAfter, left)
 }
 
 // finishRefused finishes a decision a ban or a penalty refused: no store

@@ -34,7 +34,9 @@ func (l *Limiter) Decide(ctx context.Context, rt *Route, v *reqview.View, ip net
 	if err := l.collect(res, rt, v, ip, rt.Cost); err != nil {
 		return err
 	}
+	l.boxes(ctx, res)
 	l.decideCollected(ctx, res)
+	l.countRefusals(ctx, res)
 	return nil
 }
 

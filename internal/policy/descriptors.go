@@ -58,5 +58,7 @@ func (l *Limiter) DecideKeyed(ctx context.Context, ks []Keyed, res *Result) {
 			ck.Cost = max(ks[i].Cost, 1)
 		}
 	}
+	l.boxes(ctx, res)
 	l.decideCollected(ctx, res)
+	l.countRefusals(ctx, res)
 }

@@ -88,6 +88,7 @@ type Policy struct {
 	keyTail string           // ":" + name + ":" + algorithm code: state is dropped when the algorithm changes
 	pk      *partitionKey    // response.partition_key (ietf.go); nil when off
 	allot   *store.Allotment // the checks' allotment (storeAllotment); nil when off
+	penalty *penaltyBox      // penalty: (penalty.go); nil when off
 }
 
 // Route is one compiled route.

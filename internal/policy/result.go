@@ -129,6 +129,11 @@ type Result struct {
 	credential bool
 	// refused: an enforcing policy refused before the store (Refused)
 	refused bool
+	// scratch of the penalty box lookup (boxes): the box checks, their
+	// answers, and the item of each
+	boxChecks []store.Check
+	boxOut    []algo.Decision
+	boxItems  []int
 }
 
 // Plan returns the name of the plan the decision applied: the known
