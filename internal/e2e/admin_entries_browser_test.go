@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -16,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"rlproxy/internal/control"
+	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/rlproxytest"
 	"rlproxy/internal/testutil/waitfor"
 )
@@ -29,24 +28,6 @@ policies:
 routes: [ { name: all, upstream: app, policies: [api] } ]
 `
 
-// lockedBuffer is a log sink safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestAdminPageEndsEntry: a ban set through the control API refuses its
 // client; the admin page, in headless Chromium, lists it by hashed id and
 // its End button deletes it (a same-origin JSON DELETE with the browser's
@@ -59,7 +40,7 @@ func TestAdminPageEndsEntry(t *testing.T) {
 	t.Setenv("RLPROXY_E2E_ADMIN_PW", pw)
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:"+pw))
 	up := rlproxytest.NewUpstream(t)
-	var log lockedBuffer
+	var log netutil.LockedBuffer
 	in := rlproxytest.Start(t, storeYAML(t, "memory")+fmt.Sprintf(adminEntriesCfg, up.URL), rlproxytest.WithLog(&log))
 	banned := rlproxytest.ClientFrom("127.0.0.5")
 
