@@ -81,9 +81,10 @@ func TestAdminPageEndsEntry(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(row+" button.end")), chromedp.WaitNotPresent(chromedp.CSS(row))); err != nil {
 		t.Fatalf("ending the entry: %v", err)
 	}
+	note, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#entries-note")))
 	status, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#entries-status")))
-	if want := "Ended " + e.ID + ". No entries."; status != want {
-		t.Errorf("status %q, want %q", status, want)
+	if note != "Ended "+e.ID+"." || status != "No entries." {
+		t.Errorf("note %q, status %q; want %q, %q", note, status, "Ended "+e.ID+".", "No entries.")
 	}
 	if r, _ := rlproxytest.Get(t, banned, in.URL+"/"); r.StatusCode != http.StatusOK {
 		t.Errorf("client after its ban ended: %d, want 200", r.StatusCode)

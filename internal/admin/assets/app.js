@@ -126,7 +126,7 @@
     return parts.join(', ');
   }
 
-  function showEntries(list, note) {
+  function showEntries(list) {
     const table = document.getElementById('entries-table');
     const status = document.getElementById('entries-status');
     const body = table.querySelector('tbody');
@@ -146,9 +146,7 @@
       body.appendChild(tr);
     }
     table.hidden = list.entries.length === 0;
-    let text = list.entries.length === 0 ? 'No entries.' : list.entries.length + ' entries' + (list.next ? ' (first page: rlproxy ctl list shows all)' : '') + '.';
-    if (note) text = note + ' ' + text;
-    status.textContent = text;
+    status.textContent = list.entries.length === 0 ? 'No entries.' : list.entries.length + ' entries' + (list.next ? ' (first page: rlproxy ctl list shows all)' : '') + '.';
   }
 
   async function problemText(r) {
@@ -160,7 +158,7 @@
     }
   }
 
-  async function entries(note) {
+  async function entries() {
     try {
       const r = await fetch('/api/entries', { cache: 'no-store', credentials: 'same-origin' });
       if (r.status === 404) {
@@ -171,24 +169,24 @@
         document.getElementById('entries-status').textContent = 'Entries not listed: ' + await problemText(r);
         return;
       }
-      showEntries(await r.json(), note);
+      showEntries(await r.json());
     } catch (e) {
       // The next refresh tries again.
     }
   }
 
   async function endEntry(id) {
-    let note;
+    const note = document.getElementById('entries-note');
     try {
       const r = await fetch('/api/entries/' + encodeURIComponent(id), {
         method: 'DELETE', cache: 'no-store', credentials: 'same-origin',
         headers: { 'Content-Type': 'application/json' },
       });
-      note = r.ok ? 'Ended ' + id + '.' : 'Not ended: ' + await problemText(r);
+      note.textContent = r.ok ? 'Ended ' + id + '.' : 'Not ended: ' + await problemText(r);
     } catch (e) {
-      note = 'Not ended: ' + e;
+      note.textContent = 'Not ended: ' + e;
     }
-    await entries(note);
+    await entries();
   }
 
   tick();
