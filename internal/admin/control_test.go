@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -336,5 +337,19 @@ func TestHostAllowed(t *testing.T) {
 		if got := s.hostAllowed(r, hosts); got != want {
 			t.Errorf("Host %q: %v, want %v", host, got, want)
 		}
+	}
+}
+
+// TestAuditUnwritable: a line the audit log cannot take goes to the
+// process log with the error, whole.
+func TestAuditUnwritable(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	var a audit
+	a.write(log, filepath.Join(t.TempDir(), "gone", "audit.log"), &auditLine{Who: "alice", Action: "delete", ID: "e1"})
+	out := buf.String()
+	if !strings.Contains(out, `msg="admin.audit_log not written; the line follows"`) || !strings.Contains(out, `\"who\":\"alice\",\"action\":\"delete\",\"id\":\"e1\"`) ||
+		!strings.Contains(out, "no such file or directory") {
+		t.Errorf("process log: %s", out)
 	}
 }
