@@ -52,6 +52,7 @@ type Controller struct {
 	count   map[string]int
 	orphans map[string]string // id → why it does not apply
 	tabs    atomic.Pointer[tables]
+	failing bool // the last Valkey poll failed (logged once per outage)
 }
 
 // tables are the Tables by policy and by plan set; the maps are replaced
@@ -62,8 +63,9 @@ type tables struct {
 }
 
 // New returns a Controller; with a state file it reads the entries kept
-// there (a missing file is an empty one). It applies none until
-// Configure.
+// there (a missing file is an empty one), with Valkey the entries there
+// (when it answers; else Run reads them once it does). It applies none
+// until Configure.
 func New(opts Options) (*Controller, error) {
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = DefaultMaxEntries
@@ -77,15 +79,14 @@ func New(opts Options) (*Controller, error) {
 	c := &Controller{opts: opts, recs: map[string]*record{}, count: map[string]int{}, orphans: map[string]string{}}
 	c.tabs.Store(&tables{policies: map[string]*Table{}, plans: map[string]*Table{}})
 	var recs []*record
-	var err error
-	switch {
-	case opts.Valkey != nil:
-		recs, err = opts.Valkey.loadAll(context.Background())
-	case opts.StateFile != "":
-		recs, err = readState(opts.StateFile)
+	if opts.Valkey == nil && opts.StateFile != "" {
+		var err error
+		if recs, err = readState(opts.StateFile); err != nil {
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
+	if opts.Valkey != nil {
+		c.sync(context.Background()) // a Valkey down at start: Run reads the entries once it is back
 	}
 	for _, r := range recs {
 		c.recs[r.ID] = r
@@ -228,6 +229,9 @@ func (c *Controller) set(ctx context.Context, r Request, by string) (Entry, erro
 	}
 	rec.ID = newID()
 	if v := c.opts.Valkey; v != nil {
+		if !v.loaded {
+			return Entry{}, errors.New("control: the entries in valkey are not read yet (is it reachable?)")
+		}
 		if err := v.put(ctx, rec, c.opts.MaxEntries); err != nil {
 			if errors.Is(err, errFull) {
 				return Entry{}, c.tooMany(rec)
@@ -385,6 +389,13 @@ func (c *Controller) persist() error {
 func (c *Controller) changed() {
 	if c.opts.OnChange != nil {
 		c.opts.OnChange()
+	}
+}
+
+// Close closes the Valkey connection, if any.
+func (c *Controller) Close() {
+	if c != nil && c.opts.Valkey != nil {
+		c.opts.Valkey.close()
 	}
 }
 

@@ -55,41 +55,49 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 // Sync applies the changes other instances made in Valkey since the last
-// Sync (a no-op without Valkey). Run calls it every PollEvery; a failed
-// poll is logged and retried at the next.
+// Sync (a no-op without Valkey). Run calls it every PollEvery and on every
+// published change; a failed poll is logged and retried at the next.
 func (c *Controller) Sync(ctx context.Context) {
+	if c.sync(ctx) {
+		c.changed()
+	}
+}
+
+// sync is Sync without OnChange; it reports whether anything changed.
+func (c *Controller) sync(ctx context.Context) bool {
 	v := c.opts.Valkey
 	if v == nil {
-		return
+		return false
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	chs, full, ver, err := v.since(ctx)
 	if err != nil {
-		c.mu.Unlock()
-		c.opts.Log.Warn("control: polling valkey for entry changes failed", "err", err)
-		return
+		if !c.failing { // once per outage, not every poll
+			c.opts.Log.Warn("control: reading entry changes from valkey failed; retrying every poll", "err", err)
+		}
+		c.failing = true
+		return false
 	}
-	changed := full != nil || len(chs) > 0
-	switch {
-	case full != nil:
+	if c.failing {
+		c.opts.Log.Info("control: reading entry changes from valkey again")
+		c.failing = false
+	}
+	if full != nil {
 		clear(c.recs)
 		for _, r := range full {
 			c.recs[r.ID] = r
 		}
 		c.rebuild()
-	default:
-		for _, ch := range chs {
-			switch {
-			case ch.rec == nil:
-				c.unapply(ch.id)
-			case c.recs[ch.id] == nil: // an entry never changes: one held already (this instance's own) stays
-				c.apply(ch.rec)
-			}
+	}
+	for _, ch := range chs {
+		switch {
+		case ch.rec == nil:
+			c.unapply(ch.id)
+		case c.recs[ch.id] == nil: // an entry never changes: one held already (this instance's own) stays
+			c.apply(ch.rec)
 		}
 	}
 	v.version = ver
-	c.mu.Unlock()
-	if changed {
-		c.changed()
-	}
+	return full != nil || len(chs) > 0
 }

@@ -84,7 +84,7 @@ func (t *Table) Len() int {
 
 // Find returns the rule that applies at now (Unix ms) to a client with id
 // (the policy's client id, e.g. "h:…" or "ip:…") and resolved address
-// addr (invalid: none), or nil: of the live rules matching the id, the
+// addr (invalid: none; then an "ip:ADDR" id stands for it), or nil: of the live rules matching the id, the
 // address or a prefix holding it, the one that takes precedence (ban >
 // exempt > override, then the newest). A nil t has none.
 func (t *Table) Find(id []byte, addr netip.Addr, now int64) *Rule {
@@ -96,6 +96,9 @@ func (t *Table) Find(id []byte, addr netip.Addr, now int64) *Rule {
 	var best *Rule
 	if len(id) > 0 && len(t.ids) > 0 {
 		best = better(best, t.ids[string(id)], now)
+	}
+	if !addr.IsValid() && len(id) > 3 && string(id[:3]) == "ip:" {
+		addr, _ = netip.ParseAddr(string(id[3:])) // a decision keyed by id alone (Envoy RLS); a masked id is no address
 	}
 	if !addr.IsValid() {
 		return best

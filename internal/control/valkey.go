@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	valkeygo "github.com/valkey-io/valkey-go"
@@ -27,20 +28,24 @@ import (
 // connection delays a change by one poll at most. A gap (it fell more
 // than logKeep changes behind) reads every entry.
 type Valkey struct {
-	c                    valkeygo.Client
+	dial                 func() (valkeygo.Client, error)
+	mu                   sync.Mutex // guards conn
+	conn                 valkeygo.Client
 	entries, counts, ver string
 	log, channel         string
 	version              uint64 // the last version applied (Controller.mu)
+	loaded               bool   // every entry was read once (Controller.mu)
 }
 
 // logKeep is how many changes the log keeps.
 const logKeep = 10_000
 
-// NewValkey returns a Valkey over client c (the caller closes it), its
-// keys under prefix (store.valkey.key_prefix).
-func NewValkey(c valkeygo.Client, prefix string) *Valkey {
+// NewValkey returns a Valkey connecting with dial when first used (a
+// Valkey down at start delays the entries, never the start), its keys
+// under prefix (store.valkey.key_prefix). Controller.Close closes it.
+func NewValkey(dial func() (valkeygo.Client, error), prefix string) *Valkey {
 	p := prefix + "{ctl}:"
-	return &Valkey{c: c, entries: p + "e", counts: p + "n", ver: p + "v", log: p + "log", channel: p + "changed"}
+	return &Valkey{dial: dial, entries: p + "e", counts: p + "n", ver: p + "v", log: p + "log", channel: p + "changed"}
 }
 
 // errFull is put's error when the table holds its maximum.
@@ -71,6 +76,30 @@ redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -` + strconv.Itoa(logKeep+1) + `)
 redis.call('PUBLISH', ARGV[5], v)
 return v`)
 
+// client returns the connection, dialing it if there is none yet.
+func (v *Valkey) client() (valkeygo.Client, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.conn == nil {
+		c, err := v.dial()
+		if err != nil {
+			return nil, err
+		}
+		v.conn = c
+	}
+	return v.conn, nil
+}
+
+// close closes the connection, if any.
+func (v *Valkey) close() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.conn != nil {
+		v.conn.Close()
+		v.conn = nil
+	}
+}
+
 func (v *Valkey) keys() []string { return []string{v.entries, v.counts, v.ver, v.log} }
 
 // put stores rec unless its table holds max entries (errFull).
@@ -79,7 +108,11 @@ func (v *Valkey) put(ctx context.Context, rec *record, max int) error {
 	if err != nil {
 		return err
 	}
-	n, err := putScript.Exec(ctx, v.c, v.keys(), []string{rec.ID, string(b), rec.table(), strconv.Itoa(max), v.channel}).AsInt64()
+	c, err := v.client()
+	if err != nil {
+		return err
+	}
+	n, err := putScript.Exec(ctx, c, v.keys(), []string{rec.ID, string(b), rec.table(), strconv.Itoa(max), v.channel}).AsInt64()
 	if err != nil {
 		return fmt.Errorf("control: storing the entry in valkey: %w", err)
 	}
@@ -91,7 +124,11 @@ func (v *Valkey) put(ctx context.Context, rec *record, max int) error {
 
 // del removes entry id (nothing when it is gone already).
 func (v *Valkey) del(ctx context.Context, id string) error {
-	if err := delScript.Exec(ctx, v.c, v.keys(), []string{id, "", "", "", v.channel}).Error(); err != nil {
+	c, err := v.client()
+	if err != nil {
+		return err
+	}
+	if err := delScript.Exec(ctx, c, v.keys(), []string{id, "", "", "", v.channel}).Error(); err != nil {
 		return fmt.Errorf("control: removing the entry from valkey: %w", err)
 	}
 	return nil
@@ -99,11 +136,15 @@ func (v *Valkey) del(ctx context.Context, id string) error {
 
 // loadAll reads every entry and the version they are at.
 func (v *Valkey) loadAll(ctx context.Context) ([]*record, error) {
-	ver, err := v.c.Do(ctx, v.c.B().Get().Key(v.ver).Build()).AsUint64()
+	c, err := v.client()
+	if err != nil {
+		return nil, err
+	}
+	ver, err := c.Do(ctx, c.B().Get().Key(v.ver).Build()).AsUint64()
 	if err != nil && !valkeygo.IsValkeyNil(err) {
 		return nil, fmt.Errorf("control: reading the entries' version from valkey: %w", err)
 	}
-	m, err := v.c.Do(ctx, v.c.B().Hgetall().Key(v.entries).Build()).AsStrMap()
+	m, err := c.Do(ctx, c.B().Hgetall().Key(v.entries).Build()).AsStrMap()
 	if err != nil {
 		return nil, fmt.Errorf("control: reading the entries from valkey: %w", err)
 	}
@@ -115,7 +156,7 @@ func (v *Valkey) loadAll(ctx context.Context) ([]*record, error) {
 		}
 		recs = append(recs, r)
 	}
-	v.version = ver
+	v.version, v.loaded = ver, true
 	return recs, nil
 }
 
@@ -138,14 +179,22 @@ type change struct {
 // no longer reaching back to it) and the version they bring; none when
 // the version is unchanged.
 func (v *Valkey) since(ctx context.Context) (chs []change, full []*record, ver uint64, err error) {
-	ver, err = v.c.Do(ctx, v.c.B().Get().Key(v.ver).Build()).AsUint64()
+	if !v.loaded {
+		full, err = v.loadAll(ctx)
+		return nil, full, v.version, err
+	}
+	c, err := v.client()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	ver, err = c.Do(ctx, c.B().Get().Key(v.ver).Build()).AsUint64()
 	if valkeygo.IsValkeyNil(err) {
 		ver, err = 0, nil
 	}
 	if err != nil || ver == v.version {
 		return nil, nil, ver, err
 	}
-	zs, err := v.c.Do(ctx, v.c.B().Zrangebyscore().Key(v.log).Min("("+strconv.FormatUint(v.version, 10)).Max("+inf").Withscores().Build()).AsZScores()
+	zs, err := c.Do(ctx, c.B().Zrangebyscore().Key(v.log).Min("("+strconv.FormatUint(v.version, 10)).Max("+inf").Withscores().Build()).AsZScores()
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -160,7 +209,7 @@ func (v *Valkey) since(ctx context.Context) (chs []change, full []*record, ver u
 			continue
 		}
 		seen[id] = true
-		j, err := v.c.Do(ctx, v.c.B().Hget().Key(v.entries).Field(id).Build()).ToString()
+		j, err := c.Do(ctx, c.B().Hget().Key(v.entries).Field(id).Build()).ToString()
 		switch {
 		case valkeygo.IsValkeyNil(err):
 			chs = append(chs, change{id: id})
@@ -181,7 +230,9 @@ func (v *Valkey) since(ctx context.Context) (chs []change, full []*record, ver u
 // subscribing again (after resubscribeAfter) when the connection breaks.
 func (v *Valkey) subscribe(ctx context.Context, kick func()) {
 	for ctx.Err() == nil {
-		_ = v.c.Receive(ctx, v.c.B().Subscribe().Channel(v.channel).Build(), func(valkeygo.PubSubMessage) { kick() })
+		if c, err := v.client(); err == nil {
+			_ = c.Receive(ctx, c.B().Subscribe().Channel(v.channel).Build(), func(valkeygo.PubSubMessage) { kick() })
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(resubscribeAfter):

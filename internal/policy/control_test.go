@@ -247,3 +247,19 @@ func TestPenaltyDryRun(t *testing.T) {
 		t.Fatalf("rlproxy_penalties_total %v, want 1 (the box started once, and did not extend itself)", n)
 	}
 }
+
+// TestControlKeyed: the entries apply to decisions keyed by an explicit
+// client id (Envoy RLS), where the id is the policy's own.
+func TestControlKeyed(t *testing.T) {
+	c := newControlled(t, penaltyYAML)
+	c.set(t, control.Request{Policy: "api", Key: "198.51.100.6", Action: control.ActionBan})
+	c.set(t, control.Request{Policy: "api", Key: "198.51.100.7", Action: control.ActionExempt})
+	p := c.l.Policy("api")
+	for client, want := range map[string]Refusal{"ip:198.51.100.6": RefusedBan, "ip:198.51.100.7": NotRefused} {
+		var res Result
+		c.l.DecideKeyed(context.Background(), []Keyed{{Policy: p, Counters: c.l.Counters("all", "api"), Client: client, Cost: 1}}, &res)
+		if res.Items[0].Refused != want || (want == RefusedBan) != (res.Outcome == Refuse) {
+			t.Errorf("%s: refused %v, outcome %v", client, res.Items[0].Refused, res.Outcome)
+		}
+	}
+}

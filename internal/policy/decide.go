@@ -162,7 +162,9 @@ func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, v *
 	rule := l.find(l.control.Table(p.Name), b[start:], ip)
 	switch {
 	case rule != nil && rule.Action == control.ActionBan:
-		res.keyBuf = b
+		b = append(b, '}')
+		b = append(b, p.keyTail...)
+		res.keyBuf, it.key = b, string(b) // the refusal log and the admin page name the client
 		l.addRefused(res, it, RefusedBan, rule.Left(l.nowMillis()))
 		return
 	case rule != nil && rule.Action == control.ActionExempt || exempt(p, ip): // passes, not counted, no check

@@ -67,7 +67,8 @@ func (l *Limiter) boxes(ctx context.Context, res *Result) {
 	for j, i := range res.boxItems {
 		if d := res.boxOut[j]; d.Remaining <= 0 {
 			it := &res.Items[i]
-			res.stages[it.stage].checks[it.check].Cost = 0 // a dry run's check only peeks
+			ck := &res.stages[it.stage].checks[it.check]
+			ck.Cost, it.key = 0, ck.Key // a dry run's check only peeks
 			it.stage = noStage
 			l.refuseItem(res, it, RefusedPenalty, d.ResetAfter)
 		}

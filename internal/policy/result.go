@@ -88,6 +88,8 @@ type Item struct {
 	// Refused says why the policy refused before any store decision (a
 	// control ban, the penalty box); NotRefused otherwise.
 	Refused Refusal
+	// key is the store key of a Refused item (it has no check).
+	key string
 
 	counters *metrics.PolicyCounters
 	// stage is the decision that answered for Policy (noStage: exempt) and
@@ -189,11 +191,12 @@ func (res *Result) LeaseRenewEvery() time.Duration {
 }
 
 // KeyFor returns the store key of Items[i] (client ids derived from
-// credentials are already hashed in it), or "" when it had no check.
+// credentials are already hashed in it), or "" when it had no check (an
+// exempt policy); a policy Refused before the store has its key.
 func (res *Result) KeyFor(i int) string {
 	it := &res.Items[i]
 	if it.stage == noStage {
-		return ""
+		return it.key
 	}
 	return res.stages[it.stage].checks[it.check].Key
 }

@@ -13,29 +13,17 @@ import (
 
 // newControl builds the process's Controller (the operators' entries)
 // for cfg at start: its entries in Valkey with the valkey store (over a
-// client of its own, returned to be closed at shutdown), else in the
-// process and cfg's control.state_file. A change flushes the over-limit
-// cache of the generation serving then, and updates the orphan gauge.
-func (a *App) newControl(cfg *config.Config) (*control.Controller, valkeygo.Client, error) {
+// client of its own, connected when first used), else in the process and
+// cfg's control.state_file. A change flushes the over-limit cache of the
+// generation serving then, and updates the orphan gauge.
+func (a *App) newControl(cfg *config.Config) (*control.Controller, error) {
 	opts := control.Options{MaxEntries: cfg.Control.MaxEntries, Log: a.log, Now: a.opts.Now, OnChange: a.controlChanged}
-	var conn valkeygo.Client
-	if cfg.Store.Type == "valkey" {
-		var err error
-		if conn, err = controlClient(cfg.Store.Valkey); err != nil {
-			return nil, nil, err
-		}
-		opts.Valkey = control.NewValkey(conn, cfg.Store.Valkey.KeyPrefix)
+	if v := cfg.Store.Valkey; cfg.Store.Type == "valkey" {
+		opts.Valkey = control.NewValkey(func() (valkeygo.Client, error) { return controlClient(v) }, v.KeyPrefix)
 	} else {
 		opts.StateFile = cfg.Control.StateFile
 	}
-	ctl, err := control.New(opts)
-	if err != nil {
-		if conn != nil {
-			conn.Close()
-		}
-		return nil, nil, err
-	}
-	return ctl, conn, nil
+	return control.New(opts)
 }
 
 // controlChanged runs after every change to the entries: a refusal the
@@ -46,7 +34,9 @@ func (a *App) controlChanged() {
 			c.Flush()
 		}
 	}
-	a.metrics.SetControlOrphans(a.proc.ctl.Orphans())
+	if a.proc.ctl != nil {
+		a.metrics.SetControlOrphans(a.proc.ctl.Orphans())
+	}
 }
 
 // controlClient connects to v for the control entries.
@@ -76,8 +66,4 @@ func controlClient(v config.Valkey) (valkeygo.Client, error) {
 func (a *App) Control() *control.Controller { return a.proc.ctl }
 
 // closeControl closes the Controller's Valkey client, if any.
-func (a *App) closeControl() {
-	if a.proc.ctlConn != nil {
-		a.proc.ctlConn.Close()
-	}
-}
+func (a *App) closeControl() { a.proc.ctl.Close() }

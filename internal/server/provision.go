@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	valkeygo "github.com/valkey-io/valkey-go"
 
 	"rlproxy/internal/accesslog"
 	"rlproxy/internal/allotment"
@@ -43,7 +42,6 @@ type process struct {
 	started time.Time
 	tracer  *tracing.Tracer     // exports traces (tracing, read at start only); nil: off
 	ctl     *control.Controller // the operators' entries (control, read at start only)
-	ctlConn valkeygo.Client     // ctl's Valkey client; nil with the memory store
 }
 
 func newProcess(opts Options) *process {

@@ -95,7 +95,7 @@ func New(path string, opts Options) (*App, error) {
 		return nil, err
 	}
 	a.proc.ups = proxy.NewUpstreamSet(a.metrics, a.log, a.proc.tracer)
-	if a.proc.ctl, a.proc.ctlConn, err = a.newControl(cfg); err != nil {
+	if a.proc.ctl, err = a.newControl(cfg); err != nil {
 		a.proc.ups.Close()
 		_ = a.proc.floor.Close()
 		_ = a.proc.tracer.Shutdown(context.Background())
