@@ -192,3 +192,35 @@ routes: [ { name: all, upstream: app, policies: [%s] } ]
 }
 
 func ptr(v int64) *int64 { return &v }
+
+// TestPenaltyFleet: with Valkey the refusals and the penalty are the
+// fleet's: two refusals, one on each instance, put the client in the box
+// on both.
+func TestPenaltyFleet(t *testing.T) {
+	redis := redisserver.Start(t)
+	up := rlproxytest.NewUpstream(t)
+	yml := fmt.Sprintf(`
+store: { type: valkey, valkey: { addrs: [%q], timeout: 2s } }
+upstreams: { app: { url: %q } }
+policies:
+  api: { algorithm: fixed_window, limit: 1, window: 1m, penalty: { after: 2, within: 1m, for: 1h } }
+routes: [ { name: all, upstream: app, policies: [api] } ]
+`, redis.Addr, up.URL)
+	a := rlproxytest.Start(t, yml)
+	b := rlproxytest.Start(t, yml)
+	c := rlproxytest.ClientFrom("127.0.0.41")
+	var got []string
+	for _, in := range []*rlproxytest.Instance{a, a, b, a, b} {
+		resp, body := rlproxytest.Get(t, c, in.URL+"/")
+		s := strconv.Itoa(resp.StatusCode)
+		if strings.Contains(body, "urn:rlproxy:problem:penalty") {
+			ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+			s += fmt.Sprintf(" penalty %v", ra > 3590 && ra <= 3600) // the hour left, within the test's own run time
+		}
+		got = append(got, s)
+	}
+	want := "200,429,429,429 penalty true,429 penalty true"
+	if strings.Join(got, ",") != want {
+		t.Fatalf("got %s, want %s", strings.Join(got, ","), want)
+	}
+}
