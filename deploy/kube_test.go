@@ -178,6 +178,7 @@ func helmCases(t *testing.T) []helmCase {
 			"image":          map[string]any{"tag": "0.3.1"},
 			"acme":           map[string]any{"httpPort": 8081},
 			"service":        map[string]any{"port": 443},
+			"adminTokens":    map[string]any{"secretName": "rl-admin-tokens"},
 		}, 3, 1, nil},
 		{"production", map[string]any{"config": string(prod), "secret": map[string]any{"name": "rlproxy"}}, 2, 0,
 			[]string{"RLPROXY_KEY_HASH_SECRET=rlproxy/RLPROXY_KEY_HASH_SECRET", "VALKEY_PASSWORD=rlproxy/VALKEY_PASSWORD"}},
@@ -224,6 +225,23 @@ func checkHelm(t *testing.T, c helmCase, o *objects) {
 			t.Errorf("servicemonitor labels %v", o.serviceMonitors[0].Labels)
 		}
 		checkACMEPort(t, ct, o)
+		checkAdminTokens(t, o.deployments[0].Spec.Template.Spec)
+	}
+}
+
+// checkAdminTokens asserts adminTokens.secretName's rendering: the Secret
+// mounted read-only at /etc/rlproxy-admin (admin.token_file's directory).
+func checkAdminTokens(t *testing.T, ps corev1.PodSpec) {
+	t.Helper()
+	if !slices.ContainsFunc(ps.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "admin-tokens" && v.Secret != nil && v.Secret.SecretName == "rl-admin-tokens"
+	}) {
+		t.Errorf("adminTokens: no volume of Secret rl-admin-tokens: %+v", ps.Volumes)
+	}
+	if !slices.ContainsFunc(ps.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == "admin-tokens" && m.MountPath == "/etc/rlproxy-admin" && m.ReadOnly
+	}) {
+		t.Errorf("adminTokens: not mounted read-only at /etc/rlproxy-admin: %+v", ps.Containers[0].VolumeMounts)
 	}
 }
 

@@ -5,6 +5,7 @@
 //	rlproxy schema                  print the config file's JSON Schema
 //	rlproxy compare [flags]         replay docs/PRODUCT.md's reference experiment
 //	rlproxy health -url URL         probe an admin endpoint (container healthchecks)
+//	rlproxy ctl VERB ...            list, ban, exempt, override, delete entries (control API)
 //	rlproxy version                 print the version
 package main
 
@@ -68,6 +69,8 @@ const usage = `usage:
   rlproxy schema                    print the config file's JSON Schema (draft 2020-12)
   rlproxy compare [-store memory|valkey] [-valkey ADDR] [-race] [-memory]
   rlproxy health [-url URL]         exit 0 if URL (default http://127.0.0.1:9090/healthz) answers 200
+  rlproxy ctl list|ban|exempt|override|delete [-admin URL] [-token-file F] ...
+                                    change limits while serving (rlproxy ctl help)
   rlproxy version | --version
 `
 
@@ -93,6 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cmdCompare(args[1:], stdout, stderr)
 		case "health":
 			return cmdHealth(args[1:], stdout, stderr)
+		case "ctl":
+			return cmdCtl(args[1:], stdout, stderr)
 		case "serve":
 			args = args[1:]
 		case "help", "-h", "-help", "--help":

@@ -13,6 +13,7 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,10 @@ type Server struct {
 	// loopback reports that ln is on a loopback address (set by Start),
 	// which lets the admin page be served without basic_auth.
 	loopback bool
+	// tokens is admin.token_file as last read (access.go).
+	tokens *tokenFile
+	// tls, when set, serves the listener over TLS (WithTLS).
+	tls *tls.Config
 }
 
 // Option configures a Server.
@@ -50,6 +55,12 @@ func WithPprof() Option {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+}
+
+// WithTLS serves the listener over TLS with c (admin.tls): bearer tokens
+// and changes are then accepted off loopback.
+func WithTLS(c *tls.Config) Option {
+	return func(s *Server, _ *http.ServeMux) { s.tls = c }
 }
 
 // WithLogger logs serve errors to log (default: discarded).
@@ -78,6 +89,7 @@ func New(addr string, m *metrics.Metrics, ready func() bool, opts ...Option) *Se
 	for _, o := range opts {
 		o(s, mux)
 	}
+	s.tokens = &tokenFile{log: s.log}
 	s.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -101,8 +113,11 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("listening on admin address %s: %w", s.addr, err)
 	}
-	s.ln = ln
 	s.loopback = isLoopback(ln.Addr())
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
+	s.ln = ln
 	go func() {
 		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("admin server stopped", "err", err)

@@ -88,17 +88,17 @@ func WithPage(src PageSource) Option {
 	}
 }
 
-// guard applies the page's access rule and security headers: on a
-// listener that is not loopback the page needs admin.basic_auth; with it,
-// every request must carry the user and password (RFC 7617).
+// guard applies the page's access rule and security headers: the Host
+// must name this listener (Server.hostAllowed); on a listener that is not
+// loopback the page needs admin.basic_auth; with it, every request must
+// carry the user and password (RFC 7617).
 func (s *Server) guard(runtime func() *proxy.Runtime, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hd := w.Header()
-		hd.Set("Content-Security-Policy", CSP)
-		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("Referrer-Policy", "no-referrer")
-		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Cache-Control", "no-store")
+		hd := securityHeaders(w)
+		if !s.hostAllowed(r, runtime().Config.Admin.Hosts) {
+			plain(w, http.StatusMisdirectedRequest, "unknown Host: the admin listener answers to localhost, IP addresses, admin_listen's host and admin.hosts")
+			return
+		}
 		auth := runtime().Config.Admin.BasicAuth
 		if auth == nil && !s.loopback {
 			plain(w, http.StatusForbidden, "the admin page is off: admin_listen is not a loopback address and admin.basic_auth is not set")
@@ -111,6 +111,18 @@ func (s *Server) guard(runtime func() *proxy.Runtime, h http.Handler) http.Handl
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// securityHeaders sets the headers of every page and control API
+// response, and returns w's header.
+func securityHeaders(w http.ResponseWriter) http.Header {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", CSP)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Cache-Control", "no-store")
+	return hd
 }
 
 // authorized compares r's Basic credentials with a in constant time

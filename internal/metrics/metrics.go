@@ -67,6 +67,7 @@ type Metrics struct {
 	proxyErrors       *prometheus.CounterVec // proxy.go
 	badRequests       *prometheus.CounterVec // badrequest.go
 	control           *controlMetrics        // control.go
+	controlChanges    *prometheus.CounterVec // controlapi.go
 }
 
 // Discard returns a Metrics registered on a registry of its own that
@@ -163,6 +164,7 @@ func New(reg *prometheus.Registry, version string) *Metrics {
 	m.store = newStoreMetrics(reg)
 	m.badRequests = newBadRequests(reg)
 	m.control = newControlMetrics(reg)
+	m.controlChanges = newControlChanges(reg)
 	m.adaptive = newAdaptiveCollector(reg)
 	reg.MustRegister(
 		m.requests, m.upstreamErrors, m.storeUp, m.storeErrors,

@@ -54,7 +54,14 @@ func (a *App) listen(cfg *config.Config) error {
 	if cfg.AdminListen == "" {
 		return nil
 	}
-	opts := []admin.Option{admin.WithLogger(a.log), admin.WithPage(a.pageSource())}
+	opts := []admin.Option{admin.WithLogger(a.log), admin.WithPage(a.pageSource()), admin.WithControl(a.controlSource())}
+	if t := cfg.Admin.TLS; t != nil {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return fmt.Errorf("admin.tls: %w", err)
+		}
+		opts = append(opts, admin.WithTLS(&tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}))
+	}
 	// RLPROXY_PPROF=1 adds /debug/pprof/ to the admin listener
 	// (docs/reference/config.md): opt-in, because profiles expose internals.
 	if os.Getenv("RLPROXY_PPROF") == "1" {

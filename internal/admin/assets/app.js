@@ -112,6 +112,85 @@
     }
   }
 
+  // entries shows the control API's first page of entries, each with a
+  // button that ends it (DELETE, as JSON, same origin: the API refuses
+  // anything else). Ending one needs admin.basic_auth, whose credentials
+  // the browser already sends.
+  function limits(e) {
+    if (e.plan) return 'plan ' + e.plan;
+    const parts = [];
+    if (e.limit !== undefined) parts.push('limit ' + e.limit);
+    if (e.window) parts.push('per ' + e.window);
+    if (e.rate) parts.push('rate ' + e.rate);
+    if (e.burst !== undefined) parts.push('burst ' + e.burst);
+    return parts.join(', ');
+  }
+
+  function showEntries(list) {
+    const table = document.getElementById('entries-table');
+    const status = document.getElementById('entries-status');
+    const body = table.querySelector('tbody');
+    while (body.firstChild) body.removeChild(body.firstChild);
+    for (const e of list.entries) {
+      const tr = el('tr');
+      tr.dataset.id = e.id;
+      if (e.orphan) tr.className = 'orphan';
+      for (const [cls, v] of [['id', e.id], ['policy', e.policy], ['action', e.action], ['client', e.client], ['source', e.source],
+        ['limits', limits(e)], ['expires', e.expires || 'never'], ['by', e.by || ''], ['reason', e.orphan ? e.reason + ' (orphan: ' + e.orphan + ')' : e.reason || '']]) {
+        tr.appendChild(el('td', cls, v));
+      }
+      const b = el('button', 'end', 'End');
+      b.type = 'button';
+      b.addEventListener('click', () => endEntry(e.id));
+      tr.appendChild(el('td')).appendChild(b);
+      body.appendChild(tr);
+    }
+    table.hidden = list.entries.length === 0;
+    status.textContent = list.entries.length === 0 ? 'No entries.' : list.entries.length + ' entries' + (list.next ? ' (first page: rlproxy ctl list shows all)' : '') + '.';
+  }
+
+  async function problemText(r) {
+    try {
+      const p = await r.json();
+      return p.detail || r.statusText;
+    } catch (e) {
+      return r.statusText;
+    }
+  }
+
+  async function entries() {
+    try {
+      const r = await fetch('/api/entries', { cache: 'no-store', credentials: 'same-origin' });
+      if (r.status === 404) {
+        document.getElementById('entries').hidden = true;
+        return;
+      }
+      if (!r.ok) {
+        document.getElementById('entries-status').textContent = 'Entries not listed: ' + await problemText(r);
+        return;
+      }
+      showEntries(await r.json());
+    } catch (e) {
+      // The next refresh tries again.
+    }
+  }
+
+  async function endEntry(id) {
+    const note = document.getElementById('entries-note');
+    try {
+      const r = await fetch('/api/entries/' + encodeURIComponent(id), {
+        method: 'DELETE', cache: 'no-store', credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/json' },
+      });
+      note.textContent = r.ok ? 'Ended ' + id + '.' : 'Not ended: ' + await problemText(r);
+    } catch (e) {
+      note.textContent = 'Not ended: ' + e;
+    }
+    await entries();
+  }
+
   tick();
   setInterval(tick, 1000);
+  entries();
+  setInterval(entries, 5000);
 })();
