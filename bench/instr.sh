@@ -84,7 +84,7 @@ up_port=$("$bin/fixedload" -free-port)
 "$bin/upstream" -listen "127.0.0.1:$up_port" >/dev/null 2>&1 &
 pids+=($!)
 valkey_port=
-if [[ ,$configs, == *,valkey,* ]]; then
+if [[ ,$configs, == *,valkey* ]]; then
 	valkey_port=$("$bin/fixedload" -free-port)
 	redis-server --port "$valkey_port" --bind 127.0.0.1 --save "" --appendonly no >/dev/null &
 	pids+=($!)
