@@ -28,7 +28,7 @@ type listeners struct {
 	acme   *acme.Manager             // tls.acme's certificates and http_listen; nil without (acme.go)
 	hs     *http.Server              // the public server; nil when listen is off
 	ln     net.Listener
-	eng    *engine // server.engine auto: serves ln, hs serves what it hands over; nil on std
+	eng    *engine        // server.engine auto: serves ln, hs serves what it hands over; nil on std
 	lim    *limitListener // the public listener's connection cap and write timeout
 	adm    *admin.Server
 	fa     *http.Server // forward-auth; nil when off
