@@ -14,8 +14,8 @@ import (
 
 // engineStricter names the transparency cases the HTTP/1.1 engine
 // (server.engine: auto) refuses with 400 and std serves: the parser's
-// rules that net/http does not apply (docs/ENGINE.md, "Where the parser
-// is stricter than net/http"; docs/reference/config.md, "Engines").
+// rules that net/http does not apply (docs/ENGINE.md lists them;
+// docs/reference/config.md, "Engines").
 var engineStricter = map[string]string{
 	"bare-lf":    "bare_lf: a line ended by LF alone",
 	"http12":     "version: HTTP/1.2, which net/http serves as HTTP/1.1",
