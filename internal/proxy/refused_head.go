@@ -11,7 +11,7 @@ import (
 // refused for why (h1.Server.Refused; docs/ENGINE.md lists the rules):
 // 400 problem+json naming the rule, with "Connection: close", as nginx
 // answers a malformed request and closes; a head or a line over its limit
-// is 431 (RFC 6585 §5), as net/http answers one over max_header_bytes. It
+// (server.max_header_bytes) is 431 (RFC 6585 §5), as net/http answers one over max_header_bytes. It
 // is counted in rlproxy_bad_requests_total under why's label. No route saw
 // the request, so its body has no instance or request id.
 func (s *Server) RefusedHead(why h1.Reason, _ netip.AddrPort) []byte {
@@ -19,7 +19,7 @@ func (s *Server) RefusedHead(why h1.Reason, _ netip.AddrPort) []byte {
 	status, typ, detail := "400 Bad Request", "bad-request", "the request head breaks RFC 9112 ("+why.String()+")"
 	if why == h1.HeadTooLarge || why == h1.LineTooLong {
 		status, typ, detail = "431 Request Header Fields Too Large", "header-too-large",
-			"the request head is over server.max_header_bytes, or a line of it over 64 KiB ("+why.String()+")"
+			"the request head is over server.max_header_bytes ("+why.String()+")"
 	}
 	body := append(make([]byte, 0, 192), `{"type":"urn:rlproxy:problem:`...)
 	body = append(body, typ...)

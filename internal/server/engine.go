@@ -34,8 +34,10 @@ func (a *App) newEngine(cfg *config.Config, lim *limitListener, addr net.Addr) *
 	s := cfg.Server
 	e := &engine{std: h1.NewListener(addr)}
 	e.srv = &h1.Server{
-		Handler:           a.engineHandler(),
-		Limits:            h1.Limits{MaxHead: s.MaxHeaderBytes},
+		Handler: a.engineHandler(),
+		// One bound on the head, as net/http's: no line limit below it
+		// (a 64 KiB credential is served on std).
+		Limits:            h1.Limits{MaxHead: s.MaxHeaderBytes, MaxLine: s.MaxHeaderBytes},
 		IdleTimeout:       s.IdleTimeout,
 		ReadHeaderTimeout: s.ReadHeaderTimeout,
 		// net/http bounds a TLS handshake by its shortest read or write

@@ -70,3 +70,30 @@ routes: [ { name: all, upstream: app } ]
 		t.Errorf("rlproxy_bad_requests_total = %v, want obs_fold 1 and bare_lf 1", got)
 	}
 }
+
+// TestEngineLongLine: the engine's only bound on a head is
+// max_header_bytes, as net/http's: a 64 KiB credential line on a new
+// connection (read by the engine) is served.
+func TestEngineLongLine(t *testing.T) {
+	up := rlproxytest.NewUpstream(t)
+	in := rlproxytest.Start(t, fmt.Sprintf(`
+server: { engine: auto }
+upstreams: { app: { url: %q } }
+routes: [ { name: all, upstream: app } ]
+`, up.URL))
+	c, err := net.Dial("tcp", strings.TrimPrefix(in.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	key := strings.Repeat("K", 64<<10)
+	io.WriteString(c, "GET /x HTTP/1.1\r\nHost: h\r\nX-API-Key: "+key+"\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a 64 KiB header line: %v %v, want 200", resp, err)
+	}
+	if r := up.Requests(); len(r) != 1 || r[0].Header.Get("X-API-Key") != key {
+		t.Fatalf("upstream got %d requests, want the one with its 64 KiB key", len(r))
+	}
+}
