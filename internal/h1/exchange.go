@@ -159,6 +159,10 @@ func (c *conn) handle() bool {
 	if c.w.hijacked {
 		return false
 	}
+	if c.w.handOver {
+		c.handOver()
+		return false
+	}
 	if err := c.w.finish(); err != nil {
 		return false
 	}

@@ -48,6 +48,14 @@ type Server struct {
 	// them: a TLS "h2" connection is closed, a preface is a 400.
 	H2 *Listener
 
+	// Fallback, when set, receives the connections whose handler called
+	// ResponseWriter.HandOver: the request's head and every byte read
+	// after it are replayed before the connection's own, for a net/http
+	// server to Serve for the rest of the connection. A handed-over
+	// connection is no longer the Server's: Shutdown does not count it
+	// (the net/http server's Shutdown does).
+	Fallback *Listener
+
 	// Refused, when set, returns the whole response written to a
 	// request head refused with why (its 400, with a body and
 	// "Connection: close"); nil writes a plain 400. It may count the
@@ -179,7 +187,7 @@ func (c *conn) serve() (hijacked bool) {
 		}
 		first = false
 		keep := c.handle()
-		if c.w.hijacked {
+		if c.w.hijacked { // a tunnel, or handed to Fallback
 			return true
 		}
 		if !keep {

@@ -2,6 +2,7 @@ package h1
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -116,8 +117,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Listener is a net.Listener fed by a Server with the connections that
-// speak HTTP/2 (see Server.H2), for net/http's Serve. Build it with
+// Listener is a net.Listener fed by a Server with the connections it
+// gives to net/http: those that speak HTTP/2 (Server.H2) and those handed
+// over (Server.Fallback), for net/http's Serve. Build it with
 // NewListener.
 type Listener struct {
 	addr   net.Addr
@@ -141,7 +143,7 @@ func (l *Listener) push(c net.Conn) bool {
 	}
 }
 
-// Accept returns the next HTTP/2 connection, or net.ErrClosed.
+// Accept returns the next connection, or net.ErrClosed.
 func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.ch:
@@ -160,10 +162,13 @@ func (l *Listener) Close() error {
 // Addr returns the address given to NewListener.
 func (l *Listener) Addr() net.Addr { return l.addr }
 
-// replayConn replays the bytes a sniff read before the connection's own.
+// replayConn replays the bytes a sniff or a handed-over request read
+// before the connection's own; tls is the connection's TLS state (nil in
+// cleartext), which the wrapper hides from net/http (see TLSState).
 type replayConn struct {
 	net.Conn
 	replay []byte
+	tls    *tls.ConnectionState
 }
 
 // Read returns the replayed bytes first.

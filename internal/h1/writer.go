@@ -22,6 +22,7 @@ type ResponseWriter struct {
 	until   time.Time
 
 	wroteHead, continued, hijacked, closeAfter bool
+	informed, handOver                         bool // a 1xx sent; HandOver called
 }
 
 // ErrHeadWritten is returned by WriteHead, Continue and Informational
@@ -84,6 +85,7 @@ func (w *ResponseWriter) Informational(head []byte) error {
 	if w.req.minor == 0 {
 		return nil
 	}
+	w.informed = true
 	w.out = append(w.out, head...)
 	return w.Flush()
 }
