@@ -331,3 +331,97 @@ func TestNativeHandsOver(t *testing.T) {
 		t.Fatalf("%d connections handed over, want 1", n)
 	}
 }
+
+// TestNativeKeepAliveAndPipelining: five requests pipelined on one
+// client connection are answered in order over one kept upstream
+// connection.
+func TestNativeKeepAliveAndPipelining(t *testing.T) {
+	var conns atomic.Int32
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.URL.Path) })
+	up.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	p := newNativeProxy(t, fmt.Sprintf("upstreams: { app: { url: %q } }\nroutes:\n  - { name: all, upstream: app }\n", up.URL))
+	var raw strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&raw, "GET /r%d HTTP/1.1\r\nHost: a.test\r\n\r\n", i)
+	}
+	rs := exchange(t, p.addr, raw.String(), 5)
+	for i, r := range rs {
+		if b := bodyOf(r); r.StatusCode != 200 || b != fmt.Sprintf("/r%d", i) {
+			t.Fatalf("response %d: %d %q", i, r.StatusCode, b)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d upstream connections, want 1", n)
+	}
+	p.served(t)
+}
+
+// TestNativeOwnAnswers: no route is a 404, a declared body over
+// max_body_size a 413 before anything is read or charged (the connection
+// closes), an upstream silent past response_header_timeout a 504.
+func TestNativeOwnAnswers(t *testing.T) {
+	release := make(chan struct{})
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+	})
+	defer close(release)
+	p := newNativeProxy(t, fmt.Sprintf(`upstreams: { app: { url: %q, response_header_timeout: 200ms } }
+routes:
+  - { name: api, match: { path_prefix: /api/ }, upstream: app, max_body_size: 10 }
+  - { name: slow, match: { path_prefix: /slow }, upstream: app }
+`, up.URL))
+	r := exchange(t, p.addr, "GET /other HTTP/1.1\r\nHost: a.test\r\n\r\n", 1)[0]
+	if r.StatusCode != 404 || !strings.Contains(bodyOf(r), "urn:rlproxy:problem:no-route") {
+		t.Fatalf("no route: %d", r.StatusCode)
+	}
+	r = exchange(t, p.addr, "POST /api/x HTTP/1.1\r\nHost: a.test\r\nContent-Length: 11\r\n\r\n", 1)[0]
+	if r.StatusCode != 413 || !r.Close {
+		t.Fatalf("too large: %d, close %v", r.StatusCode, r.Close)
+	}
+	r = exchange(t, p.addr, "GET /slow HTTP/1.1\r\nHost: a.test\r\n\r\n", 1)[0]
+	if r.StatusCode != 504 || !strings.Contains(bodyOf(r), "urn:rlproxy:problem:gateway-timeout") {
+		t.Fatalf("slow: %d", r.StatusCode)
+	}
+	p.served(t)
+}
+
+// TestNativeEventStream: each event of a text/event-stream response
+// reaches the client as the upstream flushes it, before the stream ends.
+func TestNativeEventStream(t *testing.T) {
+	next := make(chan struct{})
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 2 {
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+			<-next
+		}
+	})
+	p := newNativeProxy(t, fmt.Sprintf("upstreams: { app: { url: %q } }\nroutes:\n  - { name: all, upstream: app }\n", up.URL))
+	c, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	_, _ = io.WriteString(c, "GET /events HTTP/1.1\r\nHost: a.test\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		line, err := bufio.NewReader(resp.Body).ReadString('\n')
+		if err != nil || line != fmt.Sprintf("data: %d\n", i) {
+			t.Fatalf("event %d: %q %v", i, line, err)
+		}
+		next <- struct{}{}
+	}
+	p.served(t)
+}
