@@ -7,7 +7,10 @@
 #   ./scripts/test.sh -short     the quick mode: installs nothing, checks formatting, vets and
 #                                runs the main module's tests with the race detector (tests whose
 #                                server or tool is missing skip) and the schema module; not the
-#                                deploy and bench modules, the fuzzers nor the benchmarks
+#                                deploy and bench modules, the fuzzers nor the benchmarks. Its
+#                                instances serve HTTP/1.x with server.engine auto only; the full
+#                                run repeats the end-to-end and server packages on std
+#                                (RLPROXY_TEST_ENGINE, package rlproxytest)
 #   FUZZTIME=1000000x ./scripts/test.sh   fuzz longer (a count of executions)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -100,6 +103,10 @@ echo "== go test -race"
 # -p 1: packages run one at a time; several start real servers and some
 # measure real time (kept >= 100 ms from decision boundaries).
 go test -race -p 1 -count=1 -timeout 15m ./...
+# The same instances on the other engine (server.engine: std): every
+# feature works on both (docs/reference/config.md, "Engines").
+echo "== go test -race, server.engine std (internal/e2e, internal/server)"
+RLPROXY_TEST_ENGINE=std go test -race -p 1 -count=1 -timeout 15m ./internal/e2e ./internal/server
 # Modules of their own (their test dependencies stay out of the product's go.mod).
 for mod in bench deploy internal/config/schematest; do
   echo "== go vet, go test -race ($mod)"

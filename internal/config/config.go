@@ -182,7 +182,17 @@ type Server struct {
 	// ProxyProtocol, when set, reads PROXY protocol v1/v2 headers from
 	// trusted peers on the public listener.
 	ProxyProtocol *ProxyProtocol `restart:"server.proxy_protocol"`
+	// Engine is what serves the public listener's HTTP/1.x connections:
+	// EngineAuto (the default; internal/h1, with HTTP/2, h2c and what it
+	// hands over on net/http) or EngineStd (net/http alone).
+	Engine string `restart:"server.engine"`
 }
+
+// server.engine's values.
+const (
+	EngineAuto = "auto"
+	EngineStd  = "std"
+)
 
 // ProxyProtocol is `server.proxy_protocol`.
 type ProxyProtocol struct {

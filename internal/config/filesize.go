@@ -27,6 +27,10 @@ type LoadOptions struct {
 	// validate -allow-missing-env`, like `nginx -t` in CI). A Config loaded
 	// so must never serve.
 	AllowMissingEnv bool
+	// DefaultEngine is server.engine when the file sets none (EngineAuto
+	// or EngineStd; "" means EngineAuto): the test harness runs one suite
+	// on either engine with it.
+	DefaultEngine string
 }
 
 func (o LoadOptions) maxBytes() int64 {

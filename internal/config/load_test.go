@@ -259,7 +259,7 @@ func TestSpecExample(t *testing.T) {
 		Log: Log{Level: slog.LevelInfo, Format: "text", RefusalsPerSecond: 10, Access: AccessLog{Format: "json", Buffer: 4096}},
 		Server: Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, BodyTimeout: 60 * time.Second, MaxHeaderBytes: 1048576,
 			ShutdownTimeout: 30 * time.Second, MaxWaiting: 10000, MaxWait: 30 * time.Second,
-			WriteTimeout: DefaultWriteTimeout, ShutdownDelay: DefaultShutdownDelay},
+			WriteTimeout: DefaultWriteTimeout, ShutdownDelay: DefaultShutdownDelay, Engine: EngineAuto},
 		Store: Store{
 			Type:    "memory",
 			MaxKeys: 1_000_000,
@@ -316,7 +316,7 @@ func TestExtensions(t *testing.T) {
 		Log: Log{Level: slog.LevelDebug, Format: "json", RefusalsPerSecond: 3, Access: AccessLog{Format: "json", Buffer: 4096}},
 		Server: Server{ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second, BodyTimeout: 15 * time.Second, MaxHeaderBytes: 65536,
 			ShutdownTimeout: 15 * time.Second, MaxWaiting: 100, MaxWait: 2 * time.Second,
-			WriteTimeout: DefaultWriteTimeout, ShutdownDelay: DefaultShutdownDelay},
+			WriteTimeout: DefaultWriteTimeout, ShutdownDelay: DefaultShutdownDelay, Engine: EngineAuto},
 		Store: Store{
 			Type:    "valkey",
 			MaxKeys: 5000,

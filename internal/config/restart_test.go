@@ -24,7 +24,8 @@ func TestRestartOnly(t *testing.T) {
 	next.Listen, next.TLS, next.Log.Format = ":8081", nil, "json"
 	next.ForwardAuth.Listen, next.EnvoyRLS.Listen = ":9000", ":9001"
 	next.Server.ProxyProtocol = &ProxyProtocol{}
-	want := []string{"listen", "tls (on or off)", "log.format", "server.proxy_protocol", "forward_auth.listen", "envoy_rls.listen"}
+	next.Server.Engine = EngineStd
+	want := []string{"listen", "tls (on or off)", "log.format", "server.proxy_protocol", "server.engine", "forward_auth.listen", "envoy_rls.listen"}
 	if got := RestartOnly(base(), next); !slices.Equal(got, want) {
 		t.Fatalf("RestartOnly = %q, want %q", got, want)
 	}

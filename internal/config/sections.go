@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"net"
@@ -106,6 +107,8 @@ func (l *loader) serverSection() *section {
 		{name: "stream_idle_timeout", def: "0", value: l.durationVal(&s.StreamIdleTimeout, true),
 			doc: "Longest a gRPC client may leave between two messages of its stream (body_timeout does not apply to gRPC); 0 = none."},
 		{name: "proxy_protocol", sub: l.proxyProtocolSection(), doc: "Read PROXY protocol v1/v2 headers from trusted load balancers on the public listener; absent: off."},
+		{name: "engine", def: cmp.Or(l.opts.DefaultEngine, EngineAuto), value: l.enumVal(&s.Engine, EngineAuto, EngineStd),
+			doc: "What serves HTTP/1.x on the public listener: auto (rlproxy's HTTP/1.1 engine; HTTP/2, h2c and gRPC on net/http) or std (net/http alone); changed on restart only."},
 	}, l.priorityFields()...)}
 }
 

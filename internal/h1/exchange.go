@@ -22,6 +22,9 @@ func (c *conn) readHead(first bool) (why Reason, ok bool) {
 	c.rd.unpin()
 	if len(c.rd.buffered()) == 0 {
 		c.shrink()
+		if !first && s.ConnIdle != nil {
+			s.ConnIdle(c.nc, true)
+		}
 		if !c.waitFirstByte() {
 			return OK, false
 		}
@@ -151,6 +154,9 @@ func (c *conn) handle() bool {
 	c.body.cont = &c.w
 	r.Body = &c.body
 	c.w.reset(r)
+	if s.ConnIdle != nil {
+		s.ConnIdle(c.nc, false)
+	}
 	if r.Framing != NoBody {
 		// The head's deadline gives way to BodyTimeout between reads.
 		c.rd.setIdle(s.BodyTimeout)

@@ -69,3 +69,17 @@ func TLSState(c net.Conn) *tls.ConnectionState {
 	}
 	return nil
 }
+
+// SetBodyTimeout sets the longest pause between two reads of this
+// request's body (0: none) in place of Server.BodyTimeout, whose value is
+// fixed while serving: a reloaded server.body_timeout, or a stream's own
+// bound.
+func (w *ResponseWriter) SetBodyTimeout(d time.Duration) {
+	if w.req.Framing != NoBody {
+		w.c.rd.setIdle(d)
+	}
+}
+
+// NetConn returns the connection under the replayed bytes (as
+// tls.Conn.NetConn), for a listener that finds its own wrapper below.
+func (r *replayConn) NetConn() net.Conn { return r.Conn }

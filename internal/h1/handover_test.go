@@ -221,3 +221,23 @@ func TestHandOverTLS(t *testing.T) {
 		t.Fatalf("got %q, want the TLS state with one peer certificate", got)
 	}
 }
+
+// TestConnIdle: the hook hears each request's head (active) and each wait
+// for the next request after a response (idle), not the first wait.
+func TestConnIdle(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := make(chan bool, 8)
+	startServing(t, ln, &Server{Handler: handOverAll, ConnIdle: func(_ net.Conn, idle bool) { states <- idle }})
+	c, br := dialProxy(t, ln.Addr().String())
+	for range 2 {
+		io.WriteString(c, "GET /engine HTTP/1.1\r\nHost: a\r\n\r\n")
+		readAnswer(t, br)
+	}
+	got := []bool{<-states, <-states, <-states, <-states}
+	if fmt.Sprint(got) != "[false true false true]" {
+		t.Fatalf("states %v, want active, idle, active, idle", got)
+	}
+}

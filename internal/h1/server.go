@@ -62,6 +62,13 @@ type Server struct {
 	// reason.
 	Refused func(why Reason, peer netip.AddrPort) []byte
 
+	// ConnIdle, when set, is told when a connection starts waiting for
+	// its next request after a response (idle true) and when a request
+	// head has been read (idle false): net/http's StateIdle and
+	// StateActive, for a listener that closes idle connections first at
+	// its cap. A new connection is neither until its first head.
+	ConnIdle func(nc net.Conn, idle bool)
+
 	// Panicked, when set, is told of a handler's panic (its value and
 	// stack). The panic is recovered either way, as net/http does: the
 	// connection is closed and the server goes on.

@@ -9,8 +9,9 @@ import (
 // for method m: origin form ("/" path ["?" query]), absolute form with a
 // non-empty authority and no userinfo, authority form (host ":" port) for
 // CONNECT only, or "*" for OPTIONS only. Every byte is VCHAR or obs-text
-// but "#", and every "%" starts a %HH escape (net/http checks escapes in
-// the path only; nginx in path and query).
+// but "#", and every "%" of the path starts a %HH escape; the query's are
+// passed as sent, as net/http and nginx pass them (a query is the
+// upstream's to decode).
 func validTarget(m, t []byte) bool {
 	switch {
 	case len(t) == 0:
@@ -27,12 +28,14 @@ func validTarget(m, t []byte) bool {
 
 // validPath checks the bytes of a path and query.
 func validPath(t []byte) bool {
+	query := false
 	for i := 0; i < len(t); i++ {
 		c := t[i]
 		if class[c]&cTarget == 0 {
 			return false
 		}
-		if c == '%' {
+		query = query || c == '?'
+		if c == '%' && !query {
 			if i+2 >= len(t) {
 				return false
 			}

@@ -121,8 +121,19 @@ func (l *limitListener) trackState(nc net.Conn, s http.ConnState) {
 	l.mu.Unlock()
 }
 
+// engineState is the engine's ConnIdle hook (h1.Server): trackState for
+// the connections it serves.
+func (l *limitListener) engineState(nc net.Conn, idle bool) {
+	s := http.StateActive
+	if idle {
+		s = http.StateIdle
+	}
+	l.trackState(nc, s)
+}
+
 // findLimitConn finds the limitConn under the wrappers of the public
-// listener (TLS, the request-head guard, PROXY protocol, admitConn); nil
+// listener (TLS, the request-head guard, PROXY protocol, admitConn, the
+// engine's replay of a handed-over connection); nil
 // for a connection of another listener.
 func findLimitConn(nc net.Conn) *limitConn {
 	for {
@@ -137,6 +148,8 @@ func findLimitConn(nc net.Conn) *limitConn {
 			nc = c.Raw()
 		case *admitConn:
 			nc = c.Conn
+		case interface{ NetConn() net.Conn }: // the engine's hand-over (h1.Server.Fallback)
+			nc = c.NetConn()
 		default:
 			return nil
 		}

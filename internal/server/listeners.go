@@ -28,6 +28,7 @@ type listeners struct {
 	acme   *acme.Manager             // tls.acme's certificates and http_listen; nil without (acme.go)
 	hs     *http.Server              // the public server; nil when listen is off
 	ln     net.Listener
+	eng    *engine        // server.engine auto: serves ln, hs serves what it hands over; nil on std
 	lim    *limitListener // the public listener's connection cap and write timeout
 	adm    *admin.Server
 	fa     *http.Server // forward-auth; nil when off
@@ -96,12 +97,21 @@ func (a *App) listenPublic(cfg *config.Config) error {
 		DisableGeneralOptionsHandler: true,
 	}
 	// PROXY protocol headers (the per-client cap counts their address),
-	// then the raw request-head check (listener.go).
-	ln = withFraming(lim.admitAfterProxy(withProxyProtocol(lim, cfg.Server.ProxyProtocol)), cfg)
+	// then the raw request-head check (listener.go) on std: the engine's
+	// parser is stricter, and the check guards what it hands over.
+	ln = lim.admitAfterProxy(withProxyProtocol(lim, cfg.Server.ProxyProtocol))
+	if cfg.Server.Engine == config.EngineStd {
+		ln = withFraming(ln, cfg)
+	}
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, a.listenerTLS())
 	}
 	a.ls.ln = ln
+	if cfg.Server.Engine != config.EngineStd {
+		a.ls.eng = a.newEngine(cfg, lim, ln.Addr())
+		a.ls.hs.Handler = withConnTLS(a.ls.hs.Handler)
+		a.ls.hs.ConnContext = connTLS
+	}
 	return nil
 }
 
@@ -136,8 +146,12 @@ func (a *App) startDecisionListeners(cfg *config.Config) error {
 
 // serve serves the listeners listen opened, each in its goroutine.
 func (a *App) serve() {
-	a.ls.served = make(chan error, 3)
-	if a.ls.hs != nil {
+	a.ls.served = make(chan error, 4)
+	switch {
+	case a.ls.eng != nil:
+		go func() { a.ls.served <- a.ls.eng.serve(a.ls.ln) }()
+		go func() { a.ls.served <- a.ls.hs.Serve(fallbackListener{a.ls.eng.std}) }()
+	case a.ls.hs != nil:
 		go func() { a.ls.served <- a.ls.hs.Serve(a.ls.ln) }()
 	}
 	if a.ls.fa != nil {

@@ -6,6 +6,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -51,6 +52,9 @@ type Options struct {
 	// Overrides replace the file's listeners (flags, environment) at start
 	// and on every reload.
 	Overrides config.Overrides
+	// DefaultEngine is server.engine when the file sets none ("": auto);
+	// package rlproxytest runs the suite on either engine with it.
+	DefaultEngine string
 }
 
 // App is one serving rlproxy process: wiring only. What one configuration
@@ -74,7 +78,7 @@ type App struct {
 
 // loadOptions are the config loader's options of o.
 func (o Options) loadOptions() config.LoadOptions {
-	return config.LoadOptions{MaxFileBytes: o.MaxConfigBytes, Overrides: o.Overrides}
+	return config.LoadOptions{MaxFileBytes: o.MaxConfigBytes, Overrides: o.Overrides, DefaultEngine: o.DefaultEngine}
 }
 
 // New loads the configuration at path and builds everything but the
@@ -228,8 +232,13 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.draining.Store(true)
 	a.stopWatching()
 	var err error
+	if a.ls.eng != nil {
+		// The engine first: a request in flight there may still be
+		// handed to the net/http server, which drains after it.
+		err = a.ls.eng.shutdown(ctx, a.ls.ln)
+	}
 	if a.ls.hs != nil {
-		err = a.ls.hs.Shutdown(ctx)
+		err = cmp.Or(err, a.ls.hs.Shutdown(ctx))
 	}
 	a.shutdownDecisionListeners(ctx)
 	a.stopACME()

@@ -78,7 +78,8 @@ func Start(t testing.TB, yaml string, opts ...Option) *Instance {
 	if o.log != nil {
 		log = io.MultiWriter(log, o.log)
 	}
-	app, err := server.New(path, server.Options{Version: "test", Log: log, Debounce: 50 * time.Millisecond, Now: o.now})
+	app, err := server.New(path, server.Options{Version: "test", Log: log, Debounce: 50 * time.Millisecond, Now: o.now,
+		DefaultEngine: Engine()})
 	if err != nil {
 		t.Fatalf("starting rlproxy: %v", err)
 	}
@@ -95,6 +96,21 @@ func Start(t testing.TB, yaml string, opts ...Option) *Instance {
 		_ = app.Shutdown(ctx)
 	})
 	return in
+}
+
+// EngineEnv names the environment variable that picks the engine every
+// instance serves HTTP/1.x with when its file sets no server.engine:
+// "auto" (the default) or "std". scripts/test.sh runs the end-to-end
+// suite once with each.
+const EngineEnv = "RLPROXY_TEST_ENGINE"
+
+// Engine returns the engine instances run on unless their file names
+// one: EngineEnv's value, or "auto".
+func Engine() string {
+	if e := os.Getenv(EngineEnv); e != "" {
+		return e
+	}
+	return "auto"
 }
 
 // writeConfig writes yaml, with free loopback listeners added where it names
