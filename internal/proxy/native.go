@@ -77,6 +77,9 @@ func (s *Server) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 			}
 		}
 	}
+	if r.Framing != h1.NoBody {
+		w.SetBodyTimeout(rt.Config.Server.BodyTimeout) // this generation's, reloaded
+	}
 	al := s.access.Load()
 	if al != nil {
 		rc.logging = true
