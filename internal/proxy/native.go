@@ -107,11 +107,19 @@ func handOff(w *h1.ResponseWriter) {
 }
 
 // readView fills v from r, as reqview.Read does for net/http's request,
-// and returns the Reason r is refused with (OK: none).
+// and returns the Reason r is refused with (OK: none): Resolve's, or a
+// repeated Authorization field (reqview.Check; the engine's parser has
+// checked Content-Length).
 func readView(v *reqview.View, r *h1.Request) reqview.Reason {
 	*v = reqview.View{Method: r.Method(), Target: r.Target(), RawHost: r.Host(), Proto: r.Proto(),
 		Header: &r.Header, Peer: r.Peer, TLS: r.TLS}
-	return v.Resolve()
+	if reason := v.Resolve(); reason != reqview.OK {
+		return reason
+	}
+	if _, n := only(&r.Header, "Authorization"); n > 1 {
+		return reqview.DuplicateCredential
+	}
+	return reqview.OK
 }
 
 // handOver reports whether r (of view v) goes to net/http whatever its

@@ -425,3 +425,26 @@ func TestNativeEventStream(t *testing.T) {
 	}
 	p.served(t)
 }
+
+// TestNativeBadRequests: a request reqview refuses (a path above the
+// root, a repeated Authorization) is a 400 problem from the engine's
+// path, and the connection closes after it.
+func TestNativeBadRequests(t *testing.T) {
+	up := newRecordingUpstream(t, hello13)
+	p := newNativeProxy(t, fmt.Sprintf("upstreams: { app: { url: %q } }\nroutes:\n  - { name: all, upstream: app }\n", up.URL))
+	for _, raw := range []string{
+		"GET /a/../../etc HTTP/1.1\r\nHost: a.test\r\n\r\n",
+		"GET /a HTTP/1.1\r\nHost: a.test\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n",
+	} {
+		r := exchange(t, p.addr, raw+"GET /next HTTP/1.1\r\nHost: a.test\r\n\r\n", 1)[0]
+		if r.StatusCode != 400 || !r.Close {
+			t.Errorf("%q: %d, close %v", raw, r.StatusCode, r.Close)
+		}
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if len(up.seen) != 0 {
+		t.Errorf("the upstream received %d requests", len(up.seen))
+	}
+	p.served(t)
+}
