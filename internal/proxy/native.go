@@ -46,6 +46,7 @@ type nativeCall struct {
 	costN   int64
 	hasCost bool
 	stream  bool // text/event-stream: not a latency sample
+	left    bool // the client left before the response was complete
 }
 
 // ServeH1 implements h1.Handler: the engine's path for r. A request it
@@ -59,7 +60,7 @@ func (s *Server) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	defer s.natives.Put(n)
 	rc := &n.rc
 	rc.reset(&n.ans, time.Now())
-	n.newID, n.hasCost, n.stream = false, false, false
+	n.newID, n.hasCost, n.stream, n.left = false, false, false, false
 	n.ans.reset(w)
 	reason := readView(&rc.view, r)
 	var route *policy.Route
@@ -89,6 +90,9 @@ func (s *Server) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	s.serveH1(n, w, r, rt, reason, route, up)
 	now := time.Now()
 	rc.finish(rt, now)
+	if n.left {
+		s.clientLeft(rc, &n.req, now)
+	}
 	if al != nil {
 		s.logAccess(al, rc, rt, now)
 	}
@@ -210,9 +214,10 @@ func (s *Server) serveH1(n *nativeCall, w *h1.ResponseWriter, r *h1.Request, rt 
 	}
 }
 
-// admitH1 is admit for the engine: decide, wait. The engine reads no
-// request bytes while a request is served, so a client that leaves during
-// its wait is not seen: it is forwarded, as one that stays.
+// admitH1 is admit for the engine: decide, wait. Routes whose policies
+// may hold a request in a wait are net/http's (mayWait): the engine reads
+// nothing while it serves a request, so it would not see a client leave
+// during its wait.
 func (s *Server) admitH1(n *nativeCall, w *h1.ResponseWriter, ip netip.Addr) bool {
 	rc, a := &n.rc, &n.rc.adm
 	ctx := n.req.Context()

@@ -160,18 +160,29 @@ func (n *nativeCall) respond(w *h1.ResponseWriter, r *h1.Request, rt *Runtime, u
 	if res != nil {
 		n.back.Drop = nr.limitedDrop
 	}
-	dechunk := r.ProtoMinor() == 0 && resp.Framing == h1.Chunked
-	head := h1.AppendResponse(w.Scratch(), resp, &n.back, w.Closing() || resp.Framing == h1.ToClose || dechunk, dechunk)
+	framing := resp.Framing
+	events := n.stream && framing != h1.Length && framing != h1.NoBody && r.Method() != http.MethodHead
+	dechunk := framing == h1.Chunked && (r.ProtoMinor() == 0 || events)
+	if events { // streamEvents: close-delimited, so the connection can be watched
+		framing = h1.ToClose
+	}
+	head := h1.AppendResponse(w.Scratch(), resp, &n.back, w.Closing() || framing == h1.ToClose || dechunk, dechunk)
 	if res != nil {
 		head = append(appendQuotaFields(head[:len(head)-2], rt.Config.Response.Headers, res), "\r\n"...)
 	}
-	framing := resp.Framing
 	if r.Method() == http.MethodHead {
 		framing = h1.NoBody
 	}
 	n.rc.status = resp.Status
 	if err := w.WriteHead(head, framing, resp.Length); err != nil {
 		return false, err
+	}
+	if events {
+		ok, err := n.streamEvents(w, u, nr)
+		if name != "" && !n.hasCost {
+			n.costN, n.hasCost = headerCost(u.Body().Trailer(), name)
+		}
+		return ok, err
 	}
 	flush := n.stream || resp.Framing != h1.Length
 	body := u.Body()
@@ -185,6 +196,7 @@ func (n *nativeCall) respond(w *h1.ResponseWriter, r *h1.Request, rt *Runtime, u
 			}
 			if werr != nil { // the client is gone
 				w.CloseAfter()
+				n.left = true
 				return false, werr
 			}
 		}

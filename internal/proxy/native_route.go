@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"rlproxy/internal/algo"
 	"rlproxy/internal/config"
 	"rlproxy/internal/h1"
 )
@@ -50,7 +51,8 @@ func newH1Pool(u *config.Upstream) *h1.Pool {
 // cleartext HTTP/1.1 upstream with servers, the request target forwarded
 // as sent (no path or query in the upstream URL, no strip_prefix or
 // rewrite), no limit_rate, no adaptive concurrency, no client
-// certificate headers, no Host in request_headers.
+// certificate headers, no Host in request_headers, no policy that may
+// hold a request in a leaky-bucket wait (mayWait).
 func nativeSupports(cfg *config.Config, u *config.Upstream, r *config.Route, up *upstream) bool {
 	switch {
 	case up.pool == nil || !up.pool.Cleartext() || u.Protocol == config.ProtocolH2C:
@@ -59,11 +61,38 @@ func nativeSupports(cfg *config.Config, u *config.Upstream, r *config.Route, up 
 		return false
 	case r == nil || r.StripPrefix != "" || r.Rewrite != "":
 		return false
-	case up.rate > 0 || up.gate != nil || cfg.TLS != nil && cfg.TLS.ClientHeaders:
+	case up.rate > 0 || up.gate != nil || cfg.TLS != nil && cfg.TLS.ClientHeaders || mayWait(cfg, r):
 		return false
 	}
 	return !names(u.RequestHeaders, "Host")
 }
+
+// mayWait reports whether route r's requests may be held in a
+// leaky-bucket wait (a leaky_bucket policy without nodelay; with a plan,
+// any such policy of the file): net/http's path serves those, since it
+// notices a client that leaves while it waits (not forwarded, settled as
+// 499), and the engine reads nothing while a request is served.
+func mayWait(cfg *config.Config, r *config.Route) bool {
+	delays := func(name string) bool {
+		p := cfg.Policies[name]
+		return p != nil && (delaying(p.Limit) || p.Fallback != nil && delaying(*p.Fallback))
+	}
+	if r.Plan != "" {
+		for name := range cfg.Policies {
+			if delays(name) {
+				return true
+			}
+		}
+	}
+	for _, name := range r.Policies {
+		if delays(name) {
+			return true
+		}
+	}
+	return false
+}
+
+func delaying(l algo.Limit) bool { return l.Kind == algo.LeakyBucket && !l.NoDelay }
 
 // newNativeRoute prepares route r's engine path to upstream u over pool.
 func newNativeRoute(u *config.Upstream, pool *h1.Pool, errs errCounters, fails *failureLog) *nativeRoute {

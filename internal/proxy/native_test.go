@@ -448,3 +448,39 @@ func TestNativeBadRequests(t *testing.T) {
 	}
 	p.served(t)
 }
+
+// TestNativeEventStreamClientLeaves: a client that closes a silent event
+// stream ends the upstream exchange (its connection is closed, so the
+// upstream's request context ends), and the record says 200 with the
+// bytes sent.
+func TestNativeEventStreamClientLeaves(t *testing.T) {
+	ended := make(chan struct{})
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(ended)
+	})
+	p := newNativeProxy(t, fmt.Sprintf("upstreams: { app: { url: %q } }\nroutes:\n  - { name: all, upstream: app }\n", up.URL))
+	c, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	_, _ = io.WriteString(c, "GET /events HTTP/1.1\r\nHost: a.test\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || line != "data: one\n" {
+		t.Fatalf("first event %q (%v)", line, err)
+	}
+	c.Close()
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream exchange did not end after the client left")
+	}
+	p.served(t)
+}
