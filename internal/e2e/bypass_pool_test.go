@@ -475,7 +475,8 @@ func TestBypassUpgrades(t *testing.T) {
 // Content-Length + Transfer-Encoding request pipelined behind it never
 // reaches the upstream as a second request: rlproxy closes the connection
 // after the first answer (Connection: close) on every listener; nginx
-// answers the second with 400 and closes.
+// answers the second with 400 and closes. On server.engine auto the
+// HTTP/1.2 request itself is refused (400), so none reaches the upstream.
 func TestBypassGuardAfterUnswitched(t *testing.T) {
 	firsts := []struct{ name, raw string }{
 		{"upgrade-declined", "GET /first HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"},
@@ -500,9 +501,14 @@ func TestBypassGuardAfterUnswitched(t *testing.T) {
 					for _, r := range up.requests()[before:] {
 						paths = append(paths, r.path)
 					}
-					if !slices.Equal(paths, []string{"/first"}) || len(ans.statuses) == 0 || ans.statuses[0] != 200 || !ans.closed {
-						t.Errorf("%s: %s + %s: upstream got %v, client %v closed %v; want /first alone, 200 first, closed",
-							p.name, f.name, s.name, paths, ans.statuses, ans.closed)
+					want, status := []string{"/first"}, 200
+					if f.name == "http-1.2" && target != "nginx" && rlproxytest.Engine() == "auto" {
+						// The engine refuses HTTP/1.2 (its version rule, docs/ENGINE.md).
+						want, status = nil, 400
+					}
+					if !slices.Equal(paths, want) || len(ans.statuses) == 0 || ans.statuses[0] != status || !ans.closed {
+						t.Errorf("%s: %s + %s: upstream got %v, client %v closed %v; want %v alone, %d first, closed",
+							p.name, f.name, s.name, paths, ans.statuses, ans.closed, want, status)
 					}
 					if target != "nginx" && (len(ans.statuses) != 1 || !ans.closes[0]) {
 						t.Errorf("%s: %s + %s: answers %v, want one, with Connection: close", p.name, f.name, s.name, ans.statuses)

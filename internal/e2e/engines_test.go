@@ -12,15 +12,18 @@ import (
 	"rlproxy/internal/testutil/rlproxytest"
 )
 
-// engineStricter names the transparency cases the HTTP/1.1 engine
-// (server.engine: auto) refuses with 400 and std serves: the parser's
-// rules that net/http does not apply (docs/ENGINE.md, "Where the parser
-// is stricter than net/http"; docs/reference/config.md, "Engines").
-var engineStricter = map[string]string{
-	"bare-lf":    "bare_lf: a line ended by LF alone",
-	"http12":     "version: HTTP/1.2, which net/http serves as HTTP/1.1",
-	"dup-length": "duplicate_content_length: the same Content-Length twice",
-	"long-line":  "line_too_long: one header line over 64 KiB",
+// engineStricter names the cases the HTTP/1.1 engine (server.engine:
+// auto) refuses, with the status it answers, and std serves: the
+// parser's rules that net/http does not apply (docs/ENGINE.md lists them;
+// docs/reference/config.md, "Engines").
+var engineStricter = map[string]struct {
+	why    string
+	status int
+}{
+	"bare-lf":    {"bare_lf: a line ended by LF alone", 400},
+	"http12":     {"version: HTTP/1.2, which net/http serves as HTTP/1.1", 400},
+	"dup-length": {"duplicate_content_length: the same Content-Length twice", 400},
+	"long-line":  {"line_too_long: one header line over 64 KiB", 431},
 }
 
 // engineCases are the transparency cases, one of each engineStricter
@@ -61,9 +64,9 @@ routes: [ { name: all, upstream: raw, policies: [big] } ]
 		if c.closes && (!a.closed || !s.closed) {
 			t.Errorf("%s: connection closed after the answer: auto %v, std %v; want both", c.name, a.closed, s.closed)
 		}
-		if why, ok := engineStricter[c.name]; ok {
-			if a.status != http.StatusBadRequest || len(a.reqs) != 0 {
-				t.Errorf("%s (auto stricter: %s): auto %d with %d upstream requests, want 400 and none", c.name, why, a.status, len(a.reqs))
+		if d, ok := engineStricter[c.name]; ok {
+			if a.status != d.status || len(a.reqs) != 0 {
+				t.Errorf("%s (auto stricter: %s): auto %d with %d upstream requests, want %d and none", c.name, d.why, a.status, len(a.reqs), d.status)
 			}
 			t.Logf("%s: auto %d, std %d with %d upstream requests", c.name, a.status, s.status, len(s.reqs))
 			continue

@@ -20,22 +20,29 @@ const maxDiscard = 256 << 10
 func (c *conn) readHead(first bool) (why Reason, ok bool) {
 	s := c.srv
 	c.rd.unpin()
+	// A connection's first head is due within ReadHeaderTimeout of the
+	// start, its first byte included (net/http's bound: a client that
+	// connects and sends nothing is not given IdleTimeout); a later one
+	// within ReadHeaderTimeout of its first byte.
+	var due time.Time
+	if first && s.ReadHeaderTimeout > 0 {
+		due = s.now().Add(s.ReadHeaderTimeout)
+	}
 	if len(c.rd.buffered()) == 0 {
 		c.shrink()
 		if !first && s.ConnIdle != nil {
 			s.ConnIdle(c.nc, true)
 		}
-		if !c.waitFirstByte() {
+		if !c.waitFirstByte(due) {
 			return OK, false
 		}
 	} else if !c.setActive() {
 		return OK, false
 	}
-	if s.ReadHeaderTimeout > 0 {
-		c.rd.setDeadline(s.now().Add(s.ReadHeaderTimeout))
-	} else {
-		c.rd.setDeadline(time.Time{})
+	if due.IsZero() && s.ReadHeaderTimeout > 0 {
+		due = s.now().Add(s.ReadHeaderTimeout)
 	}
+	c.rd.setDeadline(due)
 	if first && s.H2 != nil && c.sniffH2() {
 		return OK, false
 	}
@@ -95,18 +102,17 @@ func (c *conn) shrink() {
 }
 
 // waitFirstByte waits, as an idle connection, for the next request's
-// first byte, under IdleTimeout.
-func (c *conn) waitFirstByte() bool {
+// first byte until due, or under IdleTimeout when due is zero.
+func (c *conn) waitFirstByte(due time.Time) bool {
 	c.mu.Lock()
 	c.idle = true
 	shutting := c.srv.track.shutting.Load()
 	// Under c.mu: a Shutdown that wakes the connection sets its
 	// deadline after this one, never before.
-	if d := c.srv.IdleTimeout; d > 0 {
-		c.rd.setDeadline(c.srv.now().Add(d))
-	} else {
-		c.rd.setDeadline(time.Time{})
+	if d := c.srv.IdleTimeout; due.IsZero() && d > 0 {
+		due = c.srv.now().Add(d)
 	}
+	c.rd.setDeadline(due)
 	c.mu.Unlock()
 	if shutting || c.rd.fill() != nil {
 		return false
