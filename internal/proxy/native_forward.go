@@ -184,8 +184,17 @@ func (n *nativeCall) respond(w *h1.ResponseWriter, r *h1.Request, rt *Runtime, u
 		}
 		return ok, err
 	}
-	flush := n.stream || resp.Framing != h1.Length
-	body := u.Body()
+	ok, err := n.copyResponse(w, u.Body(), nr, n.stream || resp.Framing != h1.Length)
+	if ok && name != "" && !n.hasCost {
+		n.costN, n.hasCost = headerCost(u.Body().Trailer(), name)
+	}
+	return ok, err
+}
+
+// copyResponse copies the upstream's body to w, flushing after each read
+// when flush, then its trailer. It reports whether the body went out
+// whole; a client gone or a body cut closes the client connection after.
+func (n *nativeCall) copyResponse(w *h1.ResponseWriter, body *h1.Body, nr *nativeRoute, flush bool) (bool, error) {
 	for {
 		k, err := body.Read(n.buf)
 		if k > 0 {
@@ -201,7 +210,7 @@ func (n *nativeCall) respond(w *h1.ResponseWriter, r *h1.Request, rt *Runtime, u
 			}
 		}
 		if err == io.EOF {
-			break
+			return true, w.Trailer(body.Trailer())
 		}
 		if err != nil { // the response is cut: the client sees its connection close
 			w.CloseAfter()
@@ -211,10 +220,6 @@ func (n *nativeCall) respond(w *h1.ResponseWriter, r *h1.Request, rt *Runtime, u
 			return false, err
 		}
 	}
-	if name != "" && !n.hasCost {
-		n.costN, n.hasCost = headerCost(body.Trailer(), name)
-	}
-	return true, w.Trailer(body.Trailer())
 }
 
 // headerCost is responseCost over an engine's head or trailer: one field
