@@ -148,7 +148,8 @@ func (u *recordingUpstream) last(t *testing.T) seenRequest {
 	return u.seen[len(u.seen)-1]
 }
 
-// exchange sends raw on a new connection to addr and reads n responses.
+// exchange sends raw on a new connection to addr and reads n final
+// responses (interim ones skipped).
 func exchange(t *testing.T, addr, raw string, n int) []*http.Response {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
@@ -164,6 +165,9 @@ func exchange(t *testing.T, addr, raw string, n int) []*http.Response {
 	var out []*http.Response
 	for range n {
 		resp, err := http.ReadResponse(br, nil)
+		for err == nil && resp.StatusCode < 200 { // a 100 Continue, a 103: interim
+			resp, err = http.ReadResponse(br, nil)
+		}
 		if err != nil {
 			t.Fatalf("response %d: %v", len(out)+1, err)
 		}
@@ -290,22 +294,27 @@ func TestNativeUpstreamHeadLikeStd(t *testing.T) {
     url: %q
     request_headers: { set: { X-Env: prod }, remove: [X-Secret] }
 real_ip: { trusted_proxies: [127.0.0.0/8] }
-`, up.URL)+nativePolicy)
+`, up.URL)+strings.Replace(nativePolicy, "burst: 2", "burst: 100", 1))
 	raw := "GET /p/q?b=2&a=1 HTTP/1.1\r\nHost: api.test:8080\r\nuser-agent: t/1\r\nAccept: */*\r\n" +
 		"X-Forwarded-For: 10.1.1.1\r\nX-Real-IP: 6.6.6.6\r\nForwarded: for=1.2.3.4\r\nX-Secret: s\r\n" +
 		"Connection: keep-alive, X-Hop\r\nX-Hop: h\r\nX-Request-Id: abc-1\r\nCookie: a=1\r\nCookie: b=2\r\n\r\n"
-	exchange(t, p.addr, raw, 1)
-	p.served(t)
-	native := up.last(t)
-	exchange(t, p.std, raw, 1)
-	std := up.last(t)
-	if native.line != std.line || native.host != std.host {
-		t.Errorf("request line %q Host %q; std %q %q", native.line, native.host, std.line, std.host)
+	post := "POST /up HTTP/1.1\r\nHost: api.test\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n" +
+		"Expect: 100-continue\r\nX-Real-Ip: 1.1.1.1\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+	for _, raw := range []string{raw, post} {
+		exchange(t, p.addr, raw, 1)
+		p.served(t)
+		native := up.last(t)
+		exchange(t, p.std, raw, 1)
+		std := up.last(t)
+		if native.line != std.line || native.host != std.host || native.body != std.body {
+			t.Errorf("request line %q Host %q body %q; std %q %q %q", native.line, native.host, native.body, std.line, std.host, std.body)
+		}
+		if fmt.Sprint(native.header) != fmt.Sprint(std.header) {
+			t.Errorf("upstream header\nengine: %v\nstd:    %v", native.header, std.header)
+		}
 	}
-	if fmt.Sprint(native.header) != fmt.Sprint(std.header) {
-		t.Errorf("upstream header\nengine: %v\nstd:    %v", native.header, std.header)
-	}
-	if got := native.header.Get("X-Forwarded-For"); got != "10.1.1.1, 127.0.0.1" {
+	seen := up.seen[0]
+	if got := seen.header.Get("X-Forwarded-For"); got != "10.1.1.1, 127.0.0.1" {
 		t.Errorf("X-Forwarded-For %q", got)
 	}
 }
@@ -481,6 +490,33 @@ func TestNativeEventStreamClientLeaves(t *testing.T) {
 	case <-ended:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the upstream exchange did not end after the client left")
+	}
+	p.served(t)
+}
+
+// TestNativeRetriesNextServer: with one server refusing connections,
+// every GET is answered by the other (retried there, as on std), and
+// max_fails 1 takes the dead one out of rotation after its first failure.
+func TestNativeRetriesNextServer(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := ln.Addr().String()
+	ln.Close()
+	up := newRecordingUpstream(t, hello13)
+	p := newNativeProxy(t, fmt.Sprintf(`upstreams: { app: { urls: ["http://%s", %q], max_fails: 1, fail_timeout: 30s } }
+routes:
+  - { name: all, upstream: app }
+`, dead, up.URL))
+	req := "GET /x HTTP/1.1\r\nHost: a.test\r\n\r\n"
+	for i, r := range exchange(t, p.addr, req+req+req+req, 4) {
+		if r.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i+1, r.StatusCode)
+		}
+	}
+	up.mu.Lock()
+	n := len(up.seen)
+	up.mu.Unlock()
+	if n != 4 {
+		t.Errorf("the live server received %d requests, want 4", n)
 	}
 	p.served(t)
 }
