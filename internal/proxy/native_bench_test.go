@@ -77,8 +77,12 @@ const memReply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" +
 	"Date: Wed, 02 Dec 2026 02:00:00 GMT\r\nContent-Length: 13\r\n\r\n{\"items\":[]}\n"
 
 // benchNative serves b.N copies of req through ServeH1 with the routes
-// and policies of tail.
-func benchNative(b *testing.B, tail, req string) {
+// and policies of tail, each answered 200.
+func benchNative(b *testing.B, tail, req string) { benchNativeStatus(b, tail, req, "200 OK", len(memReply)) }
+
+// benchNativeStatus is benchNative for answers with status, each at
+// least size bytes long.
+func benchNativeStatus(b *testing.B, tail, req, status string, size int) {
 	p := newNativeProxy(b, "upstreams: { app: { url: \"http://upstream.test\" } }\n"+tail)
 	up := &memConn{reply: []byte(memReply)}
 	p.s.Runtime().h1Pools["app"].Dial = func(context.Context, string, string) (net.Conn, error) { return up, nil }
@@ -95,8 +99,8 @@ func benchNative(b *testing.B, tail, req string) {
 	b.ResetTimer()
 	srv.ServeConn(client)
 	b.StopTimer()
-	if client.written < b.N*len(memReply) {
-		b.Fatalf("wrote %d bytes for %d requests", client.written, b.N)
+	if client.written < b.N*size || !strings.HasPrefix(string(client.first), "HTTP/1.1 "+status+"\r\n") {
+		b.Fatalf("wrote %d bytes for %d requests, first %q", client.written, b.N, client.first)
 	}
 }
 
@@ -258,4 +262,17 @@ func BenchmarkEngines(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkNativeRefusal is the refusal path on the engine: a 429
+// problem+json with quota headers and Retry-After, written by the std
+// path's writeProblem through answerWriter.
+func BenchmarkNativeRefusal(b *testing.B) {
+	benchNativeStatus(b, `
+store: { type: memory }
+policies:
+  tight: { algorithm: fixed_window, limit: 1, window: 1h, key: ip }
+routes:
+  - { name: all, match: { path_prefix: / }, upstream: app, policies: [tight] }
+`, get10, "429 Too Many Requests", 300)
 }
