@@ -78,7 +78,9 @@ const memReply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" +
 
 // benchNative serves b.N copies of req through ServeH1 with the routes
 // and policies of tail, each answered 200.
-func benchNative(b *testing.B, tail, req string) { benchNativeStatus(b, tail, req, "200 OK", len(memReply)) }
+func benchNative(b *testing.B, tail, req string) {
+	benchNativeStatus(b, tail, req, "200 OK", len(memReply))
+}
 
 // benchNativeStatus is benchNative for answers with status, each at
 // least size bytes long.
