@@ -48,14 +48,48 @@ func resetSeconds(ms int64) int64 {
 // string and sliced from it, and the []string values share one backing
 // array — two allocations per response whatever the header sets.
 func setQuotaHeaders(h http.Header, sets config.HeaderSet, res *policy.Result) {
-	if res.Binding < 0 || sets&(config.HeadersRateLimit|config.HeadersRateLimitLegacy|config.HeadersXRateLimit) == 0 {
+	if !quotaHeadersOn(sets, res) {
 		return
 	}
-	var (
-		buf  [512]byte
-		ends [qhCount]int // end of each value in b; 0 = not built
-	)
-	b := buf[:0]
+	var buf [512]byte
+	b, ends := appendQuotaValues(buf[:0], sets, res)
+	all := string(b)
+	vals := new([qhCount]string)
+	from := 0
+	for i, end := range ends {
+		if end > 0 {
+			vals[i], from = all[from:end], end
+		}
+	}
+	// Each value is a capped one-element window of vals, so an append
+	// by a later writer copies instead of overwriting its neighbour.
+	v := func(i int) []string { return vals[i : i+1 : i+1] }
+	if sets&config.HeadersRateLimit != 0 {
+		h[hdrPolicy] = v(qhPolicy)
+		h[hdrRateLimit] = v(qhRateLimit)
+	}
+	if sets&config.HeadersRateLimitLegacy != 0 {
+		h[hdrLegacyLimit] = v(qhLimit)
+		h[hdrLegacyRemaining] = v(qhRemaining)
+		h[hdrLegacyReset] = v(qhLegacyReset)
+	}
+	if sets&config.HeadersXRateLimit != 0 {
+		h[hdrXLimit] = v(qhLimit)
+		h[hdrXRemaining] = v(qhRemaining)
+		h[hdrXReset] = v(qhXReset)
+	}
+}
+
+// quotaHeadersOn reports whether sets has a quota header to write for res.
+func quotaHeadersOn(sets config.HeaderSet, res *policy.Result) bool {
+	return res.Binding >= 0 && sets&(config.HeadersRateLimit|config.HeadersRateLimitLegacy|config.HeadersXRateLimit) != 0
+}
+
+// appendQuotaValues appends to b the values of the quota headers sets
+// selects for res, one after the other; ends[i] is where value i (qhPolicy
+// ...) ends in the result, 0 for a value not built. Both engines write
+// their headers from it (setQuotaHeaders, appendQuotaFields).
+func appendQuotaValues(b []byte, sets config.HeaderSet, res *policy.Result) (_ []byte, ends [qhCount]int) {
 	if sets&config.HeadersRateLimit != 0 {
 		first := true
 		for i := range res.Items {
@@ -114,31 +148,7 @@ func setQuotaHeaders(h http.Header, sets config.HeaderSet, res *policy.Result) {
 		b = strconv.AppendInt(b, resetSeconds(res.Now+bd.Decision.ResetAfter), 10)
 		ends[qhXReset] = len(b)
 	}
-	all := string(b)
-	vals := new([qhCount]string)
-	from := 0
-	for i, end := range ends {
-		if end > 0 {
-			vals[i], from = all[from:end], end
-		}
-	}
-	// Each value is a capped one-element window of vals, so an append
-	// by a later writer copies instead of overwriting its neighbour.
-	v := func(i int) []string { return vals[i : i+1 : i+1] }
-	if sets&config.HeadersRateLimit != 0 {
-		h[hdrPolicy] = v(qhPolicy)
-		h[hdrRateLimit] = v(qhRateLimit)
-	}
-	if sets&config.HeadersRateLimitLegacy != 0 {
-		h[hdrLegacyLimit] = v(qhLimit)
-		h[hdrLegacyRemaining] = v(qhRemaining)
-		h[hdrLegacyReset] = v(qhLegacyReset)
-	}
-	if sets&config.HeadersXRateLimit != 0 {
-		h[hdrXLimit] = v(qhLimit)
-		h[hdrXRemaining] = v(qhRemaining)
-		h[hdrXReset] = v(qhXReset)
-	}
+	return b, ends
 }
 
 // Indices of the values setQuotaHeaders builds (limit and remaining serve

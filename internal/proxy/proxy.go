@@ -19,6 +19,7 @@ import (
 	"rlproxy/internal/adaptive"
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
+	"rlproxy/internal/h1"
 	"rlproxy/internal/live"
 	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
@@ -40,6 +41,7 @@ type Runtime struct {
 	noRoute   *metrics.RouteTraffic     // route "-"
 	redact    []string                  // query keys the access log never shows
 	gates     map[string]*adaptive.Gate // by upstream name: those with adaptive_concurrency
+	h1Pools   map[string]*h1.Pool       // by upstream name: the HTTP/1.1 engine's connections
 }
 
 // Server is the public HTTP handler. The zero value is not usable; use New.
@@ -63,6 +65,9 @@ type Server struct {
 	badRequests [reqview.NumReasons]prometheus.Counter
 	// tracer traces requests (trace.go); nil: tracing off.
 	tracer *tracing.Tracer
+	// natives pools the HTTP/1.1 engine path's per-request state
+	// (*nativeCall, native.go).
+	natives sync.Pool
 }
 
 // New returns a Server serving rt and counting into m (nil:

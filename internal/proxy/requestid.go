@@ -45,11 +45,18 @@ func problemRequestID(r *http.Request) string {
 // traceID is the trace-id of a version-00 traceparent
 // ("00-<32 hex>-<16 hex>-<2 hex>", W3C Trace Context §3.2), or "".
 func traceID(h http.Header) string {
-	v := h["Traceparent"]
-	if len(v) != 1 || len(v[0]) != 55 || v[0][2] != '-' || v[0][35] != '-' || v[0][52] != '-' {
+	if v := h["Traceparent"]; len(v) == 1 {
+		return traceparentID(v[0])
+	}
+	return ""
+}
+
+// traceparentID is traceID's reading of one traceparent value v.
+func traceparentID(v string) string {
+	if len(v) != 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' {
 		return ""
 	}
-	return v[0][3:35]
+	return v[3:35]
 }
 
 func validRequestID(s string) bool {

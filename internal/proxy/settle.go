@@ -23,7 +23,13 @@ func responseCost(h http.Header, name string) (int64, bool) {
 	if len(v) != 1 {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
+	return costValue(v[0])
+}
+
+// costValue reads one cost header value: a whole number ≥ 0, spaces
+// around it ignored.
+func costValue(v string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	return n, err == nil && n >= 0
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"rlproxy/internal/accesslog"
 	"rlproxy/internal/config"
+	"rlproxy/internal/h1"
 	"rlproxy/internal/logging"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/policy"
@@ -109,6 +110,9 @@ func NewRuntimeOn(set *upstreampkg.Set, cfg *config.Config, limiter *policy.Limi
 			withClientCertHeaders(up.plain)
 			withClientCertHeaders(up.limited)
 		}
+		if nativeSupports(cfg, u, routes[route.Name], up) {
+			up.native = newNativeRoute(u, rt.h1Pool(u), errs, fails)
+		}
 	}
 	return rt, nil
 }
@@ -130,6 +134,23 @@ func (rt *Runtime) Close() {
 	if rt.quota != nil {
 		_ = rt.quota.local.Close()
 	}
+	for _, p := range rt.h1Pools {
+		p.Close()
+	}
+}
+
+// h1Pool returns the engine's connection pool of upstream u, one per
+// upstream and Runtime (closed with it).
+func (rt *Runtime) h1Pool(u *config.Upstream) *h1.Pool {
+	p := rt.h1Pools[u.Name]
+	if p == nil {
+		p = newH1Pool(u)
+		if rt.h1Pools == nil {
+			rt.h1Pools = map[string]*h1.Pool{}
+		}
+		rt.h1Pools[u.Name] = p
+	}
+	return p
 }
 
 // upstream is one route's handlers: limited routes use a reverse proxy
@@ -143,6 +164,9 @@ type upstream struct {
 	// limit_rate_after, in bytes and bytes per second.
 	maxBody, rate, rateAfter int64
 	overload                 // the upstream's adaptive gate (nil gate: none)
+	// native is the route's HTTP/1.1 engine path (native.go); nil: its
+	// requests are handed to net/http.
+	native *nativeRoute
 }
 
 // dialTimeout bounds connecting to an upstream.

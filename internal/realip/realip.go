@@ -173,28 +173,25 @@ func (r *Resolver) ClientIP(peer netip.Addr, h reqview.Headers) netip.Addr {
 // httputil.ReverseProxy, in Rewrite), or ReverseProxy appends the peer to the
 // client's header on its own.
 func (r *Resolver) ForwardedFor(peer netip.Addr, h reqview.Headers) string {
+	var buf [128]byte
+	return string(r.AppendForwardedFor(buf[:0], peer, h))
+}
+
+// AppendForwardedFor appends ForwardedFor's value to dst (no allocation
+// when dst has room).
+func (r *Resolver) AppendForwardedFor(dst []byte, peer netip.Addr, h reqview.Headers) []byte {
 	peer = normalize(peer)
-	var lines []string
 	if r.isTrusted(peer) {
 		col := r.collectors.Get().(*reqview.Collector)
 		defer r.put(col)
-		lines = col.Values(h, xffKey)
-	}
-	n := len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")
-	for _, l := range lines {
-		n += len(l) + len(", ")
-	}
-	var b strings.Builder
-	b.Grow(n)
-	var buf [len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff")]byte
-	for _, l := range lines {
-		if l = strings.Trim(l, " \t,"); l != "" {
-			b.WriteString(l)
-			b.WriteString(", ")
+		for _, l := range col.Values(h, xffKey) {
+			if l = strings.Trim(l, " \t,"); l != "" {
+				dst = append(dst, l...)
+				dst = append(dst, ", "...)
+			}
 		}
 	}
-	b.Write(peer.AppendTo(buf[:0]))
-	return b.String()
+	return peer.AppendTo(dst)
 }
 
 // put returns c to the pool, holding no request's strings.

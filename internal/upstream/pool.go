@@ -3,10 +3,8 @@ package upstream
 import (
 	"context"
 	"errors"
-	"hash/crc32"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"sync"
@@ -120,73 +118,39 @@ func exchangeFrom(ctx context.Context) *Exchange {
 // this exchange alone. Errors: ErrNoHealthy, a *ClientError when the
 // client made the attempt fail (blame), or the last server's error.
 func (p *Pool) RoundTrip(req *http.Request) (*http.Response, error) {
-	x := exchangeFrom(req.Context())
-	var hash uint32
-	if p.hashKey != nil {
-		var buf [96]byte
-		var ip netip.Addr
-		if x != nil {
-			ip = x.ClientIP
-		}
-		// The key sources read headers, query and TLS state: the view
-		// of them, read in place.
-		v := reqview.View{Header: reqview.StdHeaders(req.Header), Query: req.URL.RawQuery, TLS: req.TLS}
-		hash = crc32.ChecksumIEEE(p.hashKey.Key(buf[:0], &v, ip))
-	}
+	var t Trip
+	// The key sources read headers, query and TLS state: the view of
+	// them, read in place.
+	v := reqview.View{Header: reqview.StdHeaders(req.Header), Query: req.URL.RawQuery, TLS: req.TLS}
+	p.Begin(&t, exchangeFrom(req.Context()), &v)
 	var body *sentBody
 	if req.Body != nil && req.Body != http.NoBody {
 		body = &sentBody{ReadCloser: req.Body, now: p.now}
 		req.Body = body
 	}
-	start := p.now()
-	var (
-		tried   uint64
-		lastErr error
-	)
-	// now is the attempt's start: the request's for the first (one clock
-	// read fewer on every request), read again for a retry (after the
-	// failed attempt's bookkeeping and log line).
-	for attempt, now := 0, start; ; attempt++ {
-		i := p.pick(now.UnixNano(), tried, hash)
-		if i < 0 && lastErr != nil {
-			return nil, lastErr
+	for {
+		s, err := t.Next()
+		if err != nil {
+			return nil, err
 		}
-		if i < 0 {
-			return nil, ErrNoHealthy
+		req.URL.Host = s.url.Host
+		if p.hostUpstream {
+			req.Host = s.url.Host
 		}
-		if attempt > 0 {
-			p.retried(x)
-			now = p.now()
-		}
-		tried |= 1 << i
-		s := p.servers[i]
-		claimed := s.downUntil.Load() // non-zero: this attempt is its trial (claimTrial)
-		resp, err := p.send(s, req, x, now)
+		resp, err := s.transport.RoundTrip(req)
 		if err == nil {
+			t.Responded(resp.StatusCode)
+			if p.countBodies && resp.Body != nil && resp.Body != http.NoBody {
+				resp.Body = &countedBody{ReadCloser: resp.Body, s: s}
+			} else {
+				t.Done()
+			}
 			return resp, nil
 		}
-		if b := blame(req, body); b != BlameServer {
-			// Not the server's fault: neither counted against it nor
-			// tried on another server, and a trial it was goes to the
-			// next request.
-			s.releaseTrial(claimed, now.UnixNano())
-			return nil, &ClientError{Blame: b, Err: err}
+		retry, final := t.Failed(err, blame(req, body), body.slow(), retriable(req, body, err))
+		if !retry {
+			return nil, final
 		}
-		if body.slow() {
-			// The server may have given up on a slow client: not counted
-			// against it, and not retried (the body is spent).
-			s.releaseTrial(claimed, now.UnixNano())
-			return nil, err
-		}
-		now = p.now()
-		if s.failed(now.UnixNano(), p.maxFails, p.failTimeout) && p.log != nil {
-			p.log.Warn("upstream server out of rotation", "upstream", p.Name, "server", s.Label,
-				"max_fails", p.maxFails, "fail_timeout", p.failTimeout.String(), "err", err.Error())
-		}
-		if attempt >= p.retries || !retriable(req, body, err) || p.retryTimeout > 0 && now.Sub(start) >= p.retryTimeout {
-			return nil, err
-		}
-		lastErr = err
 	}
 }
 
@@ -214,57 +178,10 @@ func (p *Pool) pick(now int64, tried uint64, hash uint32) int {
 	}
 }
 
-// send makes one attempt on s, starting at t0.
-func (p *Pool) send(s *Server, req *http.Request, x *Exchange, t0 time.Time) (*http.Response, error) {
-	req.URL.Host = s.url.Host
-	if p.hostUpstream {
-		req.Host = s.url.Host
-	}
-	s.inflight.Add(1)
-	resp, err := s.transport.RoundTrip(req)
-	d := p.now().Sub(t0)
-	p.traffic.Duration.Observe(d.Seconds())
-	if x != nil {
-		x.Server, x.Duration, x.Status = s.Label, d, 0
-	}
-	if err != nil {
-		s.inflight.Add(-1)
-		return nil, err
-	}
-	if x != nil {
-		x.Status = resp.StatusCode
-	}
-	if c := resp.StatusCode; c >= 500 && c <= 599 && p.failStatuses[c-500] {
-		s.failed(p.now().UnixNano(), p.maxFails, p.failTimeout)
-	} else {
-		s.succeeded()
-	}
-	if p.countBodies && resp.Body != nil && resp.Body != http.NoBody {
-		resp.Body = &countedBody{ReadCloser: resp.Body, s: s}
-	} else {
-		s.inflight.Add(-1)
-	}
-	return resp, nil
-}
-
-// retriable reports whether a failed attempt may go to another server
-// (nginx proxy_next_upstream error timeout): never once any of the body
-// was read (it cannot be sent again), an idempotent method (RFC 9110
-// §9.2.2) whatever the error before a response, another method only when
-// the connection could not be made (nothing was sent).
+// retriable is Retriable for req, whose body (nil: none) RoundTrip
+// watches.
 func retriable(req *http.Request, body *sentBody, err error) bool {
-	if body != nil && body.read.Load() {
-		return false
-	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return false
+	return Retriable(req.Method, body != nil && body.read.Load(), err)
 }
 
 // bodyStall is how long one read of a client's body may block before the
