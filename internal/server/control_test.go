@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"rlproxy/internal/control"
+	"rlproxy/internal/testutil/fakeclock"
 	"rlproxy/internal/testutil/redisserver"
 	"rlproxy/internal/testutil/rlproxytest"
 )
@@ -222,5 +223,34 @@ routes: [ { name: all, upstream: app, policies: [api] } ]
 	want := "200,429,429,429 penalty true,429 penalty true"
 	if strings.Join(got, ",") != want {
 		t.Fatalf("got %s, want %s", strings.Join(got, ","), want)
+	}
+}
+
+// TestControlExpiryFleet: a ban set on A with an expiry is enforced on A
+// and B with Retry-After the time it has left on B, and once its expiry
+// has passed (a clock both instances share) neither applies it.
+func TestControlExpiryFleet(t *testing.T) {
+	redis := redisserver.Start(t)
+	up := rlproxytest.NewUpstream(t)
+	yml := fleetYAML(redis.Addr, up.URL)
+	clock := fakeclock.New(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	a := rlproxytest.Start(t, yml, rlproxytest.WithNow(clock.Now))
+	b := rlproxytest.Start(t, yml, rlproxytest.WithNow(clock.Now))
+	c := rlproxytest.ClientFrom("127.0.0.24")
+	if _, err := a.App.Control().Set(context.Background(), control.Request{Policy: "api", Key: "expiring", Action: control.ActionBan, ExpiresIn: "30s"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []*rlproxytest.Instance{a, b} {
+		until(t, c, in, "expiring", http.StatusTooManyRequests, time.Now())
+	}
+	clock.Advance(10 * time.Second)
+	if resp := statusOf(t, c, b, "expiring"); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "20" {
+		t.Fatalf("on B 10 s into a 30 s ban: %d, Retry-After %q; want 429, 20", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	clock.Advance(20 * time.Second)
+	for name, in := range map[string]*rlproxytest.Instance{"A": a, "B": b} {
+		if got := statusOf(t, c, in, "expiring").StatusCode; got != http.StatusOK {
+			t.Errorf("on %s once the ban expired: %d, want 200", name, got)
+		}
 	}
 }
