@@ -63,6 +63,8 @@ type Server struct {
 	badRequests [reqview.NumReasons]prometheus.Counter
 	// tracer traces requests (trace.go); nil: tracing off.
 	tracer *tracing.Tracer
+	// sleep serves leaky-bucket waits (Hold); nil: real timers.
+	sleep Sleep
 }
 
 // New returns a Server serving rt and counting into m (nil:
@@ -82,6 +84,11 @@ func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 	m.SetAdaptive(func() []adaptive.State { return s.rt.Load().Overload(time.Now()) })
 	return s
 }
+
+// SetSleep makes the leaky-bucket waits run on sleep (nil: real timers),
+// the clock a test also decides at (server.Options.Sleep); call it before
+// serving.
+func (s *Server) SetSleep(sleep Sleep) { s.sleep = sleep }
 
 // ClientDisplay is how the refusal log shows client ids; the admin page
 // shows them the same way (one hash per client in both).
