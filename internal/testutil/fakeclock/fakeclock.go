@@ -79,3 +79,20 @@ func (c *Clock) Sleepers() int {
 	defer c.mu.Unlock()
 	return len(c.sleepers)
 }
+
+// Next returns how far the clock must advance to end the earliest pending
+// Sleep, and false when none is pending.
+func (c *Clock) Next() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.sleepers) == 0 {
+		return 0, false
+	}
+	at := c.sleepers[0].at
+	for _, s := range c.sleepers[1:] {
+		if s.at.Before(at) {
+			at = s.at
+		}
+	}
+	return at.Sub(c.t), true
+}

@@ -16,6 +16,9 @@ func TestSleepEndsOnAdvance(t *testing.T) {
 	done := make(chan bool, 1)
 	go func() { done <- c.Sleep(context.Background(), 100*time.Millisecond) }()
 	waitfor.True(t, "the Sleep pending", func() bool { return c.Sleepers() == 1 })
+	if d, ok := c.Next(); !ok || d != 100*time.Millisecond {
+		t.Errorf("Next = %v, %v; want 100ms, true", d, ok)
+	}
 	c.Advance(99 * time.Millisecond)
 	if c.Sleepers() != 1 {
 		t.Fatal("a Sleep of 100 ms ended after 99 ms")
@@ -24,7 +27,7 @@ func TestSleepEndsOnAdvance(t *testing.T) {
 	if !<-done {
 		t.Error("Sleep returned false at its time")
 	}
-	if c.Sleepers() != 0 {
+	if _, ok := c.Next(); c.Sleepers() != 0 || ok {
 		t.Errorf("%d Sleeps pending after the only one ended", c.Sleepers())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
