@@ -3,6 +3,7 @@ package e2e
 // Setup and waiting helpers shared by every test file of the package.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -71,7 +72,9 @@ func e2eWaits(t *testing.T, in *rlproxytest.Instance, path string, n int) []int6
 	file := filepath.Join(filepath.Dir(in.ConfigPath), "access.log")
 	var lines []string
 	waitfor.True(t, fmt.Sprintf("%d access log lines", n), func() bool {
+		// Complete lines only: the logger may be writing the next one.
 		b, _ := os.ReadFile(file)
+		b = b[:bytes.LastIndexByte(b, '\n')+1]
 		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
 		return len(b) > 0 && len(lines) >= n
 	})

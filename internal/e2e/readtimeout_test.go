@@ -31,14 +31,17 @@ routes:
 `
 
 // readTimeoutUpstream answers /stall with a head and 64 KiB, then stalls
-// (up to 100 s, until the test ends), recording when the 64 KiB were
-// flushed; /trickle with a chunk each second for 4 s (never a 2 s pause);
-// /sse with an event every 3 s, 3 times (past read_timeout, within
-// stream_idle_timeout); /slowhead with no head until rlproxy gives up; /reset by
-// resetting the connection (SO_LINGER 0); anything else with "ok".
+// (up to 100 s, until the test ends), recording when it began writing the
+// 64 KiB (before rlproxy's last read of them, so a cut measured from it is
+// never early by however late this goroutine ran after the flush);
+// /trickle with a chunk each second for 4 s (never a 2 s pause); /sse
+// with an event every 3 s, 3 times (past read_timeout, within
+// stream_idle_timeout); /slowhead with no head until rlproxy gives up;
+// /reset by resetting the connection (SO_LINGER 0); anything else with
+// "ok".
 type readTimeoutUpstream struct {
 	*rlproxytest.Upstream
-	stalled atomic.Int64 // UnixNano when /stall's 64 KiB were flushed
+	stalled atomic.Int64 // UnixNano when /stall began writing its 64 KiB
 	release chan struct{}
 }
 
@@ -50,9 +53,9 @@ func newReadTimeoutUpstream(t *testing.T) *readTimeoutUpstream {
 		switch r.URL.Path {
 		case "/stall":
 			w.Header().Set("Content-Length", fmt.Sprint(128<<10))
+			u.stalled.Store(time.Now().UnixNano())
 			_, _ = w.Write(make([]byte, 64<<10))
 			f.Flush()
-			u.stalled.Store(time.Now().UnixNano())
 			select {
 			case <-u.release:
 			case <-time.After(100 * time.Second):
@@ -109,7 +112,8 @@ func TestUpstreamReadTimeout(t *testing.T) {
 	in := e2eStartBehind(t, "memory", up.URL, readTimeoutCfg)
 	c := rlproxytest.ClientFrom("127.0.0.31")
 
-	// GET takes the direct transport, POST http.Transport: both are cut.
+	// The body-less GET takes the direct transport, the POST (with a body)
+	// http.Transport: both are cut.
 	for i, method := range []string{http.MethodGet, http.MethodPost} {
 		readTimeoutStall(t, in, up, c, method)
 		if got := upstreamErrors(t, in); got != float64(i+1) {
@@ -127,12 +131,17 @@ func TestUpstreamReadTimeout(t *testing.T) {
 	}
 }
 
-// readTimeoutStall requests /stall with method and checks the cut: the
-// 64 KiB arrive, then the connection closes 2 s (±1 s) after the stall
-// began, and the route's concurrency lease is free at once.
+// readTimeoutStall requests /stall with method (a POST with a body "x")
+// and checks the cut: the 64 KiB arrive, then the connection closes 2 s
+// (+1 s) after the stall began, and the route's concurrency lease is free
+// at once.
 func readTimeoutStall(t *testing.T, in *rlproxytest.Instance, up *readTimeoutUpstream, c *http.Client, method string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, in.URL+"/stall", strings.NewReader("x"))
+	var reqBody io.Reader
+	if method == http.MethodPost {
+		reqBody = strings.NewReader("x")
+	}
+	req, _ := http.NewRequest(method, in.URL+"/stall", reqBody)
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -143,50 +143,49 @@ func shapingMetrics(t *testing.T, in *rlproxytest.Instance, cap string, refusals
 // (excess up to 9000 of 20000 units): one is served at once, three wait
 // 100, 200 and 300 ms, six are refused as shaping-queue-full — and
 // refunded, so the bucket holds the four accepted only: excess −1000 +
-// 4·1000 = 3000 units at the burst, draining 10 per ms. Once the first
-// waiting request is back (a waiting slot is free), a probe decided at t0
-// + 100 ms therefore waits (3000 + 1000)/10 − 100 = 300 ms; without the
-// refunds it would wait 900 ms.
+// 4·1000 = 3000 units at the burst, draining 10 per ms. The waits are
+// served on the same fake clock (rlproxytest.WithSleep), so the three stay
+// held however long the burst takes to arrive in real time. Once the clock
+// reaches the first held request's turn, t0 + 100 ms, it is back (a waiting
+// slot is free), and a probe decided then waits (3000 + 1000)/10 − 100 =
+// 300 ms; without the refunds it would wait 900 ms. (Which three hold a
+// slot depends on the order they claim one, not the order they were decided
+// in — on Valkey a pipelined batch's answers wake them in any order — so the
+// first turn may be a later one, d: the probe then waits 400 ms − d.)
 func TestShapingMaxWaitingRefunds(t *testing.T) {
 	for _, st := range e2eStores {
 		t.Run(st, func(t *testing.T) {
 			t.Parallel()
 			clk := fakeclock.New(time.Now())
 			x := shapingScale(st)
-			in, up := e2eStart(t, st, e2eAccessLog+shapingConfig(st, "{ max_waiting: 3 }"), rlproxytest.WithNow(clk.Now))
+			in, up := e2eStart(t, st, e2eAccessLog+shapingConfig(st, "{ max_waiting: 3 }"),
+				rlproxytest.WithNow(clk.Now), rlproxytest.WithSleep(clk.Sleep))
 			ch := shapingBurst(t, in.URL+"/a", 10)
-			var ok, refused int
-			probed := false
-			for range 10 {
-				a := shapingNext(t, ch)
-				switch {
-				case a.status == http.StatusTooManyRequests && a.typ == shapingQueueFull:
-					refused++
-				case a.status == http.StatusOK:
-					ok++
-				default:
-					t.Errorf("burst answer %d %q", a.status, a.typ)
-				}
-				// Every refusal is back and at least the first waiting
-				// request (so at most two wait and a slot is free): probe.
-				if probed || ok < 2 || refused != 6 {
-					continue
-				}
-				probed = true
-				clk.Advance(100 * time.Millisecond * x)
-				if p := shapingGet(http.DefaultClient, in.URL+"/probe"); p.err != nil || p.status != http.StatusOK {
-					t.Errorf("probe: %d %q %v, want 200 after a wait", p.status, p.typ, p.err)
-				}
+			ok, refused := shapingTally(t, ch, 7)
+			if ok != 1 || refused != 6 {
+				t.Errorf("burst of 10 at t0: %d served, %d shaping refusals; want 1 and 6 (3 held)", ok, refused)
 			}
-			if ok != 4 || refused != 6 {
-				t.Errorf("burst of 10: %d served, %d shaping refusals; want 4 and 6", ok, refused)
+			waitfor.True(t, "three burst requests held", func() bool { return clk.Sleepers() == 3 })
+			first, _ := clk.Next()
+			clk.Advance(first)
+			if ok, _ := shapingTally(t, ch, 1); ok != 1 {
+				t.Errorf("the request held %v not served once the clock reached it", first)
 			}
-			if !probed {
-				t.Error("no probe sent")
+			probe := make(chan shapingAnswer, 1)
+			go func() { probe <- shapingGet(http.DefaultClient, in.URL+"/probe") }()
+			waitfor.True(t, "the probe held with the other two", func() bool { return clk.Sleepers() == 3 })
+			// Past every wait this burst can have been granted (at most 9
+			// turns), so the rest of the burst and the probe go on.
+			clk.Advance(time.Second * x)
+			if ok, _ := shapingTally(t, ch, 2); ok != 2 {
+				t.Errorf("%d of the last two held requests served, want 2", ok)
+			}
+			if p := shapingNext(t, probe); p.status != http.StatusOK {
+				t.Errorf("probe: %d %q, want 200 after a wait", p.status, p.typ)
 			}
 			// The burst's own waits depend on how its decisions and refunds
 			// interleave; the probe's comes after all of them.
-			if got, want := e2eWaits(t, in, "/probe", 11), []int64{int64(300 * x)}; !slices.Equal(got, want) {
+			if got, want := e2eWaits(t, in, "/probe", 11), []int64{int64(400*x) - first.Milliseconds()}; !slices.Equal(got, want) {
 				t.Errorf("the probe's decided wait %v ms, want %v (refunds applied)", got, want)
 			}
 			if up.Count() != 5 {
@@ -197,6 +196,23 @@ func TestShapingMaxWaitingRefunds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// shapingTally receives n burst answers and counts the 200s and the
+// shaping-queue-full refusals among them; any other answer fails t.
+func shapingTally(t *testing.T, ch <-chan shapingAnswer, n int) (ok, refused int) {
+	t.Helper()
+	for range n {
+		switch a := shapingNext(t, ch); {
+		case a.status == http.StatusTooManyRequests && a.typ == shapingQueueFull:
+			refused++
+		case a.status == http.StatusOK:
+			ok++
+		default:
+			t.Errorf("burst answer %d %q", a.status, a.typ)
+		}
+	}
+	return ok, refused
 }
 
 // TestShapingMaxWaitRefunds: max_wait 250ms. Of ten simultaneous requests

@@ -259,7 +259,7 @@ func (s *Service) wait(ctx context.Context, rt *runtime, c *call) bool {
 		res.Outcome = policy.Refuse
 		return false
 	}
-	return proxy.Hold(ctx, d, s.metrics)
+	return proxy.Hold(ctx, d, s.metrics, nil)
 }
 
 // fillStatuses sets each mapped descriptor's status from its items: over

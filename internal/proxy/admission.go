@@ -150,7 +150,7 @@ func (a *admission) wait(ctx context.Context) waitEnd {
 		return capped
 	}
 	defer s.waiting.Add(-1)
-	if !Hold(ctx, d, s.metrics) {
+	if !Hold(ctx, d, s.metrics, s.sleep) {
 		a.state = admLeft
 		return gone
 	}
@@ -266,14 +266,24 @@ func (a *admission) settle(resp response) {
 	a.rt.Limiter.Settle(a.res, st)
 }
 
+// Sleep waits d on a clock: it returns true once d has passed, false when
+// ctx ended first. A test injects one that follows its fake clock
+// (server.Options.Sleep), so that a wait is served on the same time the
+// decisions are made at.
+type Sleep func(ctx context.Context, d time.Duration) bool
+
 // Hold waits d, a leaky-bucket turn the policies granted, counted in m's
-// delay histogram and waiting gauge. It returns true when
-// the wait is over, false when ctx ended first (the caller went away: the
-// request is not forwarded, and stays charged, as with nginx).
-func Hold(ctx context.Context, d time.Duration, m *metrics.Metrics) bool {
+// delay histogram and waiting gauge, on sleep (nil: a real timer). It
+// returns true when the wait is over, false when ctx ended first (the
+// caller went away: the request is not forwarded, and stays charged, as
+// with nginx).
+func Hold(ctx context.Context, d time.Duration, m *metrics.Metrics, sleep Sleep) bool {
 	m.ObserveDelay(d)
 	m.AddWaiting(1)
 	defer m.AddWaiting(-1)
+	if sleep != nil {
+		return sleep(ctx, d)
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

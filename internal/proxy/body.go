@@ -111,8 +111,19 @@ type bodyKey struct{}
 // server.body_timeout when timeout > 0, at most limit bytes when limit >
 // 0). Only requests with a body pay for it (a context value, and a
 // cancellable context under a limit).
+//
+// The exchange is made full duplex (http.ResponseController.EnableFullDuplex):
+// the transport may still be reading the body when the upstream's answer
+// is already being written, as when an upstream answers before it has read
+// the body. Without it, net/http's HTTP/1 server consumes and closes an
+// unread body as the response starts: the transport's read of it then
+// blocks the answer until the body is complete, or fails ("invalid Read
+// on closed Body"), and the transport closes the upstream connection,
+// cutting the response being streamed — and the body's bytes that the
+// server consumed never reach the upstream.
 func withClientBody(w http.ResponseWriter, r *http.Request, timeout time.Duration, limit int64) *http.Request {
 	b := newClientBody(w, r.Body, timeout)
+	_ = b.rc.EnableFullDuplex() // HTTP/2 is full duplex already (ErrNotSupported)
 	ctx := context.WithValue(r.Context(), bodyKey{}, b)
 	if limit > 0 {
 		b.limit = limit

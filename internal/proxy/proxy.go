@@ -68,6 +68,8 @@ type Server struct {
 	// natives pools the HTTP/1.1 engine path's per-request state
 	// (*nativeCall, native.go).
 	natives sync.Pool
+	// sleep serves leaky-bucket waits (Hold); nil: real timers.
+	sleep Sleep
 }
 
 // New returns a Server serving rt and counting into m (nil:
@@ -87,6 +89,11 @@ func New(rt *Runtime, m *metrics.Metrics, log *slog.Logger) *Server {
 	m.SetAdaptive(func() []adaptive.State { return s.rt.Load().Overload(time.Now()) })
 	return s
 }
+
+// SetSleep makes the leaky-bucket waits run on sleep (nil: real timers),
+// the clock a test also decides at (server.Options.Sleep); call it before
+// serving.
+func (s *Server) SetSleep(sleep Sleep) { s.sleep = sleep }
 
 // ClientDisplay is how the refusal log shows client ids; the admin page
 // shows them the same way (one hash per client in both).

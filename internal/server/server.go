@@ -46,6 +46,9 @@ type Options struct {
 	// Now injects the time every rate-limit decision is made at (tests);
 	// nil means each store's own clock (policy.Options.Now).
 	Now func() time.Time
+	// Sleep serves the proxy's leaky-bucket waits on the clock Now reads
+	// (tests, proxy.Server.SetSleep); nil means real timers.
+	Sleep proxy.Sleep
 	// MaxConfigBytes bounds the config file and each keys_file, in bytes
 	// (0 = config.DefaultMaxFileBytes; rlproxy -max-config-bytes).
 	MaxConfigBytes int64
@@ -116,6 +119,7 @@ func New(path string, opts Options) (*App, error) {
 	returnLoadMemory()
 	a.srv = proxy.New(g.rt, a.metrics, a.log)
 	a.srv.SetTracer(a.proc.tracer)
+	a.srv.SetSleep(a.opts.Sleep)
 	a.srv.Record(a.proc.live)
 	if cfg.EnvoyRLS.Listen != "" {
 		a.proc.rls = envoyrls.New(a.metrics, a.log, grpc.ChainUnaryInterceptor(a.inGenerationRPC))

@@ -39,9 +39,10 @@ type Instance struct {
 type Option func(*options)
 
 type options struct {
-	log  io.Writer
-	now  func() time.Time
-	file string
+	log   io.Writer
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) bool
+	file  string
 }
 
 // WithLog also writes the process log to w (the test log always gets it, and
@@ -51,6 +52,13 @@ func WithLog(w io.Writer) Option { return func(o *options) { o.log = w } }
 // WithNow makes every rate-limit decision at now() (server.Options.Now), so
 // a test advances a fake clock instead of sleeping.
 func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithSleep serves the leaky-bucket waits on sleep (server.Options.Sleep),
+// for example a fake clock's (fakeclock.Clock.Sleep, with WithNow of the
+// same clock): a held request goes on when the test advances that clock.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) bool) Option {
+	return func(o *options) { o.sleep = sleep }
+}
 
 // FromFile runs the instance on the existing config file at path, loaded as
 // it is (its listen addresses should be 127.0.0.1:0); Start's yaml must then
@@ -78,7 +86,7 @@ func Start(t testing.TB, yaml string, opts ...Option) *Instance {
 	if o.log != nil {
 		log = io.MultiWriter(log, o.log)
 	}
-	app, err := server.New(path, server.Options{Version: "test", Log: log, Debounce: 50 * time.Millisecond, Now: o.now,
+	app, err := server.New(path, server.Options{Version: "test", Log: log, Debounce: 50 * time.Millisecond, Now: o.now, Sleep: o.sleep,
 		DefaultEngine: Engine()})
 	if err != nil {
 		t.Fatalf("starting rlproxy: %v", err)
