@@ -12,8 +12,11 @@ import (
 )
 
 // duplexCfg: one route, no limit, to an upstream that answers before it
-// reads the request body.
+// reads the request body, on the std engine: the HTTP/1.1 engine sends the
+// whole request body before it reads the answer, as nginx does with its
+// default proxy_request_buffering (docs/reference/config.md, Engines).
 const duplexCfg = `
+server: { engine: std }
 upstreams: { app: { url: %q } }
 policies:
   many: { algorithm: fixed_window, limit: 1000, window: 1m }
