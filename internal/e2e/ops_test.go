@@ -514,7 +514,8 @@ routes:
 	// No per-client series: only these labels, no address, no credential
 	// (the server label is a configured upstream address, dropped below).
 	allowed := map[string]bool{"route": true, "policy": true, "decision": true, "result": true, "version": true, "goversion": true, "le": true,
-		"code": true, "upstream": true, "server": true, "op": true, "listener": true, "reason": true}
+		"code": true, "upstream": true, "server": true, "op": true, "listener": true, "reason": true,
+		"action": true} // rlproxy_control_changes_total: ban, exempt, override, delete
 	for _, smp := range s {
 		if !strings.HasPrefix(smp.name, "rlproxy_") {
 			continue
