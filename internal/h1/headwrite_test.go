@@ -105,3 +105,33 @@ func TestParseResponseFraming(t *testing.T) {
 		t.Fatalf("a head over 1 MiB: %v", why)
 	}
 }
+
+// TestConnectionCannotDropFraming: a Connection option naming
+// Content-Length, Transfer-Encoding or Host leaves them in the head. The
+// engine forwards the body as the sender framed it, so a head without its
+// framing field would leave the body to be read as the next message.
+func TestConnectionCannotDropFraming(t *testing.T) {
+	cases := []struct{ raw, want string }{
+		{"POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nConnection: Content-Length, host, X-Drop\r\nX-Drop: 1\r\n\r\n",
+			"POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n"},
+		{"POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close, transfer-encoding\r\n\r\n",
+			"POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"},
+	}
+	for _, c := range cases {
+		var r Request
+		if _, why := ParseRequest([]byte(c.raw), &r, Limits{}); why != OK {
+			t.Fatal(why)
+		}
+		if got := string(AppendRequest(nil, &r, r.Target(), &Edits{})); got != c.want {
+			t.Errorf("head\n%q\nwant\n%q", got, c.want)
+		}
+	}
+	var p Response
+	raw := "HTTP/1.1 200 OK\r\nConnection: content-length\r\nContent-Length: 2\r\n\r\n"
+	if _, why := ParseResponse([]byte(raw), &p, "GET", Limits{}); why != OK {
+		t.Fatal(why)
+	}
+	if got := string(AppendResponse(nil, &p, &Edits{}, false, false)); got != "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n" {
+		t.Errorf("response head %q", got)
+	}
+}
