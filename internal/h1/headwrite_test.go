@@ -1,8 +1,10 @@
 package h1
 
 import (
+	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAppendRequestKeepsOrderAndCase checks the upstream head: the
@@ -133,5 +135,21 @@ func TestConnectionCannotDropFraming(t *testing.T) {
 	}
 	if got := string(AppendResponse(nil, &p, &Edits{}, false, false)); got != "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n" {
 		t.Errorf("response head %q", got)
+	}
+}
+
+// TestTrailerDropsForbiddenFields: a chunked body's trailer is forwarded
+// without the fields RFC 9110 §6.5.1 keeps out of trailers (Host,
+// Content-Length, Transfer-Encoding, Authorization, ...), the others as
+// sent.
+func TestTrailerDropsForbiddenFields(t *testing.T) {
+	raw := "0\r\nContent-Length: 50\r\nX-Sum: 7\r\nHost: evil\r\nTransfer-Encoding: chunked\r\nauthorization: x\r\nx-b: 2\r\n\r\n"
+	var b Body
+	b.reset(newReader(&memConn{msg: []byte(raw), n: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
+	if _, err := io.ReadAll(&b); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(appendTrailer(nil, b.Trailer())); got != "X-Sum: 7\r\nx-b: 2\r\n" {
+		t.Fatalf("trailer %q", got)
 	}
 }

@@ -39,3 +39,22 @@ func TestNativeConnectionOptionKeepsFraming(t *testing.T) {
 	}
 	p.served(t)
 }
+
+// TestNativeTrailerWithoutForbiddenFields: a chunked upload's trailer
+// reaches the upstream without the fields a trailer must not carry (RFC
+// 9110 §6.5.1), which the std path does not forward either; an upstream
+// that merges trailers into the head would take them as the request's.
+func TestNativeTrailerWithoutForbiddenFields(t *testing.T) {
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	})
+	p := newNativeProxy(t, fmt.Sprintf("upstreams: { app: { url: %q } }\nroutes:\n  - { name: all, upstream: app }\n", up.URL))
+	raw := "POST /t HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n" +
+		"0\r\nX-Sum: 7\r\nHost: evil.test\r\nContent-Length: 50\r\nAuthorization: Bearer other\r\n\r\n"
+	rs := exchange(t, p.addr, raw, 1)
+	got := up.last(t)
+	if rs[0].StatusCode != 200 || got.body != "hello" || len(got.trail) != 1 || got.trail.Get("X-Sum") != "7" {
+		t.Fatalf("%d; the upstream got body %q, trailer %v", rs[0].StatusCode, got.body, got.trail)
+	}
+	p.served(t)
+}
