@@ -1,10 +1,14 @@
 package proxy
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 // TestNativeConnectionOptionKeepsFraming: a client's Connection option
@@ -57,4 +61,45 @@ func TestNativeTrailerWithoutForbiddenFields(t *testing.T) {
 		t.Fatalf("%d; the upstream got body %q, trailer %v", rs[0].StatusCode, got.body, got.trail)
 	}
 	p.served(t)
+}
+
+// TestNativeEarlyAnswerIsTheResponse: an upstream that answers before
+// reading a large upload (413 here) and closes cuts the engine's body
+// write; its answer reaches the client (RFC 9112 §9.5), as on the std
+// path, instead of a 502 counted against the server (with max_fails,
+// a few such uploads took every server out of rotation).
+func TestNativeEarlyAnswerIsTheResponse(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		_, _ = io.WriteString(w, "too big for me")
+	}))
+	t.Cleanup(up.Close)
+	p := newNativeProxy(t, fmt.Sprintf("upstreams: { app: { url: %q } }\nroutes:\n  - { name: all, upstream: app }\n", up.URL))
+	c, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	const size = 32 << 20
+	go func() {
+		_, _ = fmt.Fprintf(c, "POST /up HTTP/1.1\r\nHost: a.test\r\nContent-Length: %d\r\n\r\n", size)
+		_, _ = io.Copy(c, io.LimitReader(zeros{}, size)) // cut when the proxy closes
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusRequestEntityTooLarge || string(b) != "too big for me" {
+		t.Fatalf("%d %q, want the upstream's 413", resp.StatusCode, b)
+	}
+	p.served(t)
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
