@@ -153,3 +153,18 @@ func TestTrailerDropsForbiddenFields(t *testing.T) {
 		t.Fatalf("trailer %q", got)
 	}
 }
+
+// TestChunkLineBound: a chunk-size line with extensions over maxChunkLine
+// is refused also when it arrives in one read (the buffer had grown past
+// the bound before the line's end was seen); one at the bound is read.
+func TestChunkLineBound(t *testing.T) {
+	for ext, want := range map[int]error{maxChunkLine - 2: nil, maxChunkLine - 1: BadChunk, 5000: BadChunk} {
+		raw := "1;" + strings.Repeat("a", ext) + "\r\nx\r\n0\r\n\r\n" // the line is ext+2 bytes
+		var b Body
+		b.reset(newReader(&memConn{msg: []byte(raw), n: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
+		data, err := io.ReadAll(&b)
+		if err != want || want == nil && string(data) != "x" {
+			t.Errorf("a chunk line of %d bytes: %q, %v; want %v", ext+2, data, err, want)
+		}
+	}
+}
