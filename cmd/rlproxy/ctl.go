@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -66,8 +67,13 @@ func (f ctlFlags) client() (*ctlClient, error) {
 			return nil, fmt.Errorf("%s: no token in it", *f.tokenFile)
 		}
 	}
-	if _, err := url.Parse(*f.admin); err != nil {
+	u, err := url.Parse(*f.admin)
+	if err != nil {
 		return nil, fmt.Errorf("-admin: %w", err)
+	}
+	if tok != "" && !tokenSafe(u) {
+		return nil, fmt.Errorf("-admin %s: a bearer token goes only over https:// or to a loopback address "+
+			"(the admin listener refuses it otherwise, once it has crossed the network in clear)", *f.admin)
 	}
 	hc := &http.Client{Timeout: 30 * time.Second}
 	if *f.caFile != "" {
@@ -78,6 +84,21 @@ func (f ctlFlags) client() (*ctlClient, error) {
 		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}}
 	}
 	return &ctlClient{base: strings.TrimSuffix(*f.admin, "/"), token: tok, http: hc}, nil
+}
+
+// tokenSafe reports whether a bearer token may be sent to u: over TLS,
+// or to a loopback address (an SSH tunnel, kubectl port-forward), the
+// transports the control API accepts credentials on.
+func tokenSafe(u *url.URL) bool {
+	if u.Scheme == "https" {
+		return true
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // tokenOf reads a token file: its first line that is neither blank nor a

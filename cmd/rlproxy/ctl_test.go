@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"flag"
 	"fmt"
 	"math/big"
 	"net"
@@ -271,4 +272,27 @@ func ctlCert(t *testing.T, ip string) (certPEM, keyPEM []byte) {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
+}
+
+// TestCtlTokenNotSentInClear: ctl refuses to send its bearer token over
+// plain http:// to an address other than loopback, before connecting:
+// the admin listener would refuse it (credentials-need-tls), but only
+// after the token crossed the network in clear.
+func TestCtlTokenNotSentInClear(t *testing.T) {
+	t.Setenv("RLPROXY_ADMIN_TOKEN", "0123456789abcdef0123")
+	for admin, ok := range map[string]bool{
+		"http://192.0.2.1:9090": false, "http://admin.example:9090": false, "http://[2001:db8::1]:9090": false,
+		"http://127.0.0.1:9090": true, "http://127.9.0.1:9090": true, "http://[::1]:9090": true,
+		"http://LOCALHOST:9090": true, "https://192.0.2.1:9090": true,
+	} {
+		fs := flag.NewFlagSet("ctl", flag.ContinueOnError)
+		f := addCtlFlags(fs)
+		if err := fs.Parse([]string{"-admin", admin}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.client()
+		if (err == nil) != ok {
+			t.Errorf("-admin %s: %v, want accepted %v", admin, err, ok)
+		}
+	}
 }

@@ -149,7 +149,7 @@ func (b *Body) line(max int) ([]byte, error) {
 	for {
 		buf := b.rd.buffered()
 		if i := indexByte(buf, '\n'); i >= 0 {
-			if i == 0 || buf[i-1] != '\r' {
+			if i == 0 || buf[i-1] != '\r' || i-1 > max { // the bound also when the line came whole
 				return nil, BadChunk
 			}
 			b.rd.consume(i + 1)

@@ -90,12 +90,38 @@ func unsafeString(b []byte) string {
 // written.
 func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
-// appendTrailer appends h's fields as field lines.
+// appendTrailer appends h's fields as field lines, but those a trailer
+// must not carry (notTrailer).
 func appendTrailer(dst []byte, h *Header) []byte {
 	for _, f := range h.fields {
-		dst = appendFieldBytes(dst, h.buf[f.name.off:f.name.end], h.buf[f.value.off:f.value.end])
+		name := h.buf[f.name.off:f.name.end]
+		if notTrailer(name) {
+			continue
+		}
+		dst = appendFieldBytes(dst, name, h.buf[f.value.off:f.value.end])
 	}
 	return dst
+}
+
+// forbiddenTrailers are the fields RFC 9110 §6.5.1 keeps out of a
+// trailer (framing, routing, request modifiers, authentication, response
+// control), net/http's list (badTrailer) that its server refuses when
+// a Trailer field declares them: a recipient that merges trailers into
+// the head would otherwise take a Host, Content-Length or Authorization
+// the proxy never saw in the head it routed and charged.
+var forbiddenTrailers = [...]string{"authorization", "cache-control", "connection", "content-encoding",
+	"content-length", "content-range", "content-type", "expect", "host", "keep-alive", "max-forwards",
+	"pragma", "proxy-authenticate", "proxy-authorization", "proxy-connection", "range", "realm", "te",
+	"trailer", "transfer-encoding", "www-authenticate", "upgrade"}
+
+// notTrailer reports whether name is one of forbiddenTrailers.
+func notTrailer(name []byte) bool {
+	for _, f := range forbiddenTrailers {
+		if equalFold(name, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // reset empties h over buf, keeping the field slice's capacity.

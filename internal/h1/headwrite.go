@@ -133,8 +133,9 @@ func appendFields(dst []byte, h *Header, e *Edits, dropTE bool) []byte {
 }
 
 // dropped reports whether a field named name is not forwarded: a
-// hop-by-hop field, a field the Connection field names, Upgrade unless
-// allowed, or one of e.Drop.
+// hop-by-hop field, a field the Connection field names (but the framing
+// fields and Host: connectionProof), Upgrade unless allowed, or one of
+// e.Drop.
 func dropped(h *Header, name []byte, e *Edits, named bool) bool {
 	if hopByHop(name) {
 		return true
@@ -147,7 +148,26 @@ func dropped(h *Header, name []byte, e *Edits, named bool) bool {
 			return true
 		}
 	}
-	return named && connectionNames(h, name)
+	return named && !connectionProof(name) && connectionNames(h, name)
+}
+
+// connectionProof reports whether name is a field a Connection option
+// cannot remove: Content-Length and Transfer-Encoding frame the body the
+// engine forwards as the sender framed it, so a head without them would
+// leave the body to be read as the next message (request smuggling,
+// "Connection: Content-Length"); Host routes the request (RFC 9112 §3.2:
+// an HTTP/1.1 request without it is invalid). net/http's proxy keeps all
+// three out of its header map, so a Connection option never removes them.
+func connectionProof(name []byte) bool {
+	switch len(name) {
+	case 4:
+		return equalFold(name, "host")
+	case 14:
+		return equalFold(name, "content-length")
+	case 17:
+		return equalFold(name, "transfer-encoding")
+	}
+	return false
 }
 
 // connectionOptions reports whether a Connection field of h names a

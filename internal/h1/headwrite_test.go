@@ -1,8 +1,10 @@
 package h1
 
 import (
+	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAppendRequestKeepsOrderAndCase checks the upstream head: the
@@ -103,5 +105,66 @@ func TestParseResponseFraming(t *testing.T) {
 	big := "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Pad: 0123456789012345678901234567890123456789\r\n", DefaultMaxHead/48)
 	if _, why := ParseResponse([]byte(big+"\r\n"), &p, "GET", Limits{}); why != HeadTooLarge {
 		t.Fatalf("a head over 1 MiB: %v", why)
+	}
+}
+
+// TestConnectionCannotDropFraming: a Connection option naming
+// Content-Length, Transfer-Encoding or Host leaves them in the head. The
+// engine forwards the body as the sender framed it, so a head without its
+// framing field would leave the body to be read as the next message.
+func TestConnectionCannotDropFraming(t *testing.T) {
+	cases := []struct{ raw, want string }{
+		{"POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nConnection: Content-Length, host, X-Drop\r\nX-Drop: 1\r\n\r\n",
+			"POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n"},
+		{"POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close, transfer-encoding\r\n\r\n",
+			"POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"},
+	}
+	for _, c := range cases {
+		var r Request
+		if _, why := ParseRequest([]byte(c.raw), &r, Limits{}); why != OK {
+			t.Fatal(why)
+		}
+		if got := string(AppendRequest(nil, &r, r.Target(), &Edits{})); got != c.want {
+			t.Errorf("head\n%q\nwant\n%q", got, c.want)
+		}
+	}
+	var p Response
+	raw := "HTTP/1.1 200 OK\r\nConnection: content-length\r\nContent-Length: 2\r\n\r\n"
+	if _, why := ParseResponse([]byte(raw), &p, "GET", Limits{}); why != OK {
+		t.Fatal(why)
+	}
+	if got := string(AppendResponse(nil, &p, &Edits{}, false, false)); got != "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n" {
+		t.Errorf("response head %q", got)
+	}
+}
+
+// TestTrailerDropsForbiddenFields: a chunked body's trailer is forwarded
+// without the fields RFC 9110 §6.5.1 keeps out of trailers (Host,
+// Content-Length, Transfer-Encoding, Authorization, ...), the others as
+// sent.
+func TestTrailerDropsForbiddenFields(t *testing.T) {
+	raw := "0\r\nContent-Length: 50\r\nX-Sum: 7\r\nHost: evil\r\nTransfer-Encoding: chunked\r\nauthorization: x\r\nx-b: 2\r\n\r\n"
+	var b Body
+	b.reset(newReader(&memConn{msg: []byte(raw), n: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
+	if _, err := io.ReadAll(&b); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(appendTrailer(nil, b.Trailer())); got != "X-Sum: 7\r\nx-b: 2\r\n" {
+		t.Fatalf("trailer %q", got)
+	}
+}
+
+// TestChunkLineBound: a chunk-size line with extensions over maxChunkLine
+// is refused also when it arrives in one read (the buffer had grown past
+// the bound before the line's end was seen); one at the bound is read.
+func TestChunkLineBound(t *testing.T) {
+	for ext, want := range map[int]error{maxChunkLine - 2: nil, maxChunkLine - 1: BadChunk, 5000: BadChunk} {
+		raw := "1;" + strings.Repeat("a", ext) + "\r\nx\r\n0\r\n\r\n" // the line is ext+2 bytes
+		var b Body
+		b.reset(newReader(&memConn{msg: []byte(raw), n: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
+		data, err := io.ReadAll(&b)
+		if err != want || want == nil && string(data) != "x" {
+			t.Errorf("a chunk line of %d bytes: %q, %v; want %v", ext+2, data, err, want)
+		}
 	}
 }

@@ -47,6 +47,7 @@ type nativeCall struct {
 	hasCost bool
 	stream  bool // text/event-stream: not a latency sample
 	left    bool // the client left before the response was complete
+	cut     bool // the upstream answered before taking the whole body: its connection closes
 }
 
 // ServeH1 implements h1.Handler: the engine's path for r. A request it
@@ -60,7 +61,7 @@ func (s *Server) ServeH1(w *h1.ResponseWriter, r *h1.Request) {
 	defer s.natives.Put(n)
 	rc := &n.rc
 	rc.reset(&n.ans, time.Now())
-	n.newID, n.hasCost, n.stream, n.left = false, false, false, false
+	n.newID, n.hasCost, n.stream, n.left, n.cut = false, false, false, false, false
 	n.ans.reset(w)
 	reason := readView(&rc.view, r)
 	var route *policy.Route

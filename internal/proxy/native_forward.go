@@ -51,7 +51,11 @@ func (s *Server) forwardH1(n *nativeCall, w *h1.ResponseWriter, r *h1.Request, r
 			n.trip.Responded(resp.Status)
 			ok, err := n.respond(w, r, rt, up, u, resp)
 			n.trip.Done()
-			u.Release(err)
+			if n.cut {
+				u.Discard()
+			} else {
+				u.Release(err)
+			}
 			return ok
 		}
 		retry, final := n.trip.Failed(f.err, f.blame, false, upstreampkg.Retriable(r.Method(), f.bodyRead, f.err))
@@ -85,9 +89,18 @@ func (n *nativeCall) send(w *h1.ResponseWriter, r *h1.Request, nr *nativeRoute, 
 			}
 		}
 		var resp *h1.Response
-		if err == nil {
-			if resp, err = n.final(w, r, u); err == nil {
+		if err == nil || read && !isTimeout(err) {
+			// A body write the upstream cut may follow its early answer
+			// (RFC 9112 §9.5: a 413 or 401 sent before reading the body,
+			// then the close): that answer is the response, not a failure
+			// of the server, and the connection goes with it (cut).
+			var rerr error
+			if resp, rerr = n.final(w, r, u); rerr == nil {
+				n.cut = err != nil
 				return u, resp, attemptFailure{}
+			}
+			if err == nil {
+				err = rerr
 			}
 		}
 		u.Discard()
