@@ -73,6 +73,11 @@ type Options struct {
 	// SweepEvery is how often a goroutine returns the slices that ended
 	// (Sweep) until Close; 0 starts none.
 	SweepEvery time.Duration
+	// Returned, when non-nil, is told each key whose unused units a
+	// return gave back to the store, once the refund was answered: a
+	// refusal remembered above this layer (the over-limit cache) may be
+	// stale, since the store has units for the key again.
+	Returned func(key string)
 }
 
 // Layer is a store.Store that decides the checks carrying an Allotment
@@ -88,6 +93,8 @@ type Layer struct {
 	tmo     time.Duration
 	seed    maphash.Seed
 	shards  [shards]shard
+	// returned is Options.Returned (nil: none).
+	returned func(key string)
 
 	mu       sync.Mutex
 	policies atomic.Pointer[map[string]*Stats]
@@ -120,7 +127,8 @@ var _ store.Store = (*Layer)(nil)
 // New returns a layer in front of next that takes slices from src (the
 // store next decides in, or next itself).
 func New(next store.Store, src Source, opt Options) *Layer {
-	l := &Layer{next: next, src: src, now: opt.Now, spawn: opt.Go, hot: opt.Hot, maxKeys: opt.MaxKeys, tmo: opt.Timeout, seed: maphash.MakeSeed()}
+	l := &Layer{next: next, src: src, now: opt.Now, spawn: opt.Go, hot: opt.Hot, maxKeys: opt.MaxKeys, tmo: opt.Timeout, seed: maphash.MakeSeed(),
+		returned: opt.Returned}
 	if l.now == nil {
 		l.now = func() int64 { return time.Now().UnixMilli() }
 	}
@@ -303,8 +311,11 @@ func (l *Layer) takeBack(e *entry, s *slice) func() {
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), l.tmo)
 		defer cancel()
-		_ = l.src.Refund(ctx, ret, at)
+		err := l.src.Refund(ctx, ret, at)
 		st.Outstanding.Add(-n) // charged until here
+		if err == nil && l.returned != nil {
+			l.returned(ret[0].Key)
+		}
 	}
 }
 

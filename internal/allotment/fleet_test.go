@@ -10,6 +10,7 @@ import (
 
 	"rlproxy/internal/algo"
 	"rlproxy/internal/store"
+	"rlproxy/internal/store/valkey"
 	"rlproxy/internal/testutil/redisserver"
 )
 
@@ -171,5 +172,40 @@ func TestFleetFetches(t *testing.T) {
 	}
 	if f*8 > uint64(len(adm)) {
 		t.Errorf("%d fetches for %d admitted: more than 1/8", f, len(adm))
+	}
+}
+
+// TestReturnedNamesTheKey: once a slice's unused units are back in the
+// store, Options.Returned is told the key (the server forgets the
+// over-limit cache's refusal of it there), after the refund was answered.
+func TestReturnedNamesTheKey(t *testing.T) {
+	srv := redisserver.Start(t)
+	c := &clock{}
+	c.ms.Store(base)
+	vs, err := valkey.New(context.Background(), valkey.Options{Addrs: []string{srv.Addr}, KeyPrefix: "rl:", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l *Layer
+	var returned []string
+	var heldThen []int64
+	l = New(vs, vs, Options{Now: c.now, Go: func(f func()) { f() }, Returned: func(key string) {
+		returned = append(returned, key)
+		heldThen = append(heldThen, outstanding([]instance{{vs, l}}, -1))
+	}})
+	defer l.Close()
+	lim := algo.Limit{Kind: algo.FixedWindow, Count: 1000, Period: 3_600_000}
+	set := &store.Allotment{Policy: "p", MaxFraction: 500, TTL: 1000}
+	in := instance{vs, l}
+	for i := 0; outstanding([]instance{in}, -1) == 0; i++ {
+		if i == 100 {
+			t.Fatal("no slice after 100 decisions")
+		}
+		decide(t, in, "rl:{ret}:k", lim, set, 0)
+	}
+	c.ms.Add(2000) // past the slice's ttl
+	l.Sweep(c.now())
+	if len(returned) != 1 || returned[0] != "rl:{ret}:k" || heldThen[0] != 0 {
+		t.Fatalf("Returned told %q with %v units still held, want the key once, 0 held", returned, heldThen)
 	}
 }

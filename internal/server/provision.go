@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -224,12 +225,22 @@ func (a *App) newStore(cfg *config.Config) (store.Store, *guard.OverLimitCache, 
 	// `allotment:` from slices fetched from the store itself; every other
 	// decision passes on through the breaker. It is there whatever the
 	// policies say, so a reload that turns allotments on needs no new store.
-	al := allotment.New(circs.Guard(vs, vs.Node), vs, allotment.Options{Timeout: v.Timeout, SweepEvery: 100 * time.Millisecond})
+	// Units an allotment gives back make a refusal the over-limit cache
+	// remembers for the key stale; the cache is built on top of the layer,
+	// so the layer finds it through cached.
+	var cached atomic.Pointer[guard.OverLimitCache]
+	al := allotment.New(circs.Guard(vs, vs.Node), vs, allotment.Options{Timeout: v.Timeout, SweepEvery: 100 * time.Millisecond,
+		Returned: func(key string) {
+			if c := cached.Load(); c != nil {
+				c.Forget(key)
+			}
+		}})
 	a.metrics.SetAllotments(al)
 	var st store.Store = al
 	if v.DisableLocalCache { // local_cache: false
 		return st, nil, nil
 	}
 	cache := guard.NewOverLimitCache(st, guard.OverLimitOptions{MaxEntries: 100_000, OnLocalRefusal: a.metrics.LocalRefusal})
+	cached.Store(cache)
 	return cache, cache, nil
 }

@@ -316,12 +316,19 @@ func (c *OverLimitCache) Release(ctx context.Context, checks []store.Check) erro
 // cannot know: their refusals of these keys may hold up to their
 // Retry-After longer than the store's — stricter, never more lenient.
 func (c *OverLimitCache) Refund(ctx context.Context, checks []store.Check, now int64) error {
-	if c.size.Load() > 0 {
-		for i := range checks {
-			c.size.Add(-c.shard(checks[i].Key).forget(checks[i].Key))
-		}
+	for i := range checks {
+		c.Forget(checks[i].Key)
 	}
 	return c.next.Refund(ctx, checks, now)
+}
+
+// Forget drops what the cache remembers of key: the store has units for
+// it again (an allotment's unused units given back), so its next decision
+// goes to the store.
+func (c *OverLimitCache) Forget(key string) {
+	if c.size.Load() > 0 {
+		c.size.Add(-c.shard(key).forget(key))
+	}
 }
 
 // forget drops key's entry and returns how many entries went (0 or 1).
