@@ -12,7 +12,8 @@
 #   BENCH_WARMUP=1s                unrecorded wrk run before each full-load run
 #   BENCH_TARGETS=                 comma-separated ids (direct,nginx,nginx_limit_req,
 #                                  caddy,minproxy,rlproxy,rlproxy_accesslog,rlproxy_pool1,
-#                                  rlproxy_memory,rlproxy_valkey,
+#                                  rlproxy_memory,rlproxy_memory_std,rlproxy_valkey,
+#                                  rlproxy_valkey_allot,
 #                                  rlproxy_memory_keys,rlproxy_valkey_keys)
 #   BENCH_UPSTREAM=nginx           throughput upstream: nginx (return 200, configs/
 #                                  nginx-upstream.conf) or go (bench/upstream)
