@@ -82,6 +82,7 @@ func throughputTargets() []targetSpec {
 		{id: baselineID, name: "nginx proxy_pass + limit_req", kind: "nginx", conf: "nginx-limitreq.conf"},
 		{id: "caddy", name: "Caddy reverse_proxy", kind: "caddy", conf: "Caddyfile"},
 		{id: "minproxy", name: "minproxy (Go floor)", kind: "minproxy"},
+		{id: "ceiling", name: "ceiling (fasthttp + token bucket)", kind: "ceiling"},
 		{id: "rlproxy", name: "rlproxy, no policy", kind: "rlproxy", conf: "rlproxy-nopolicy.yaml"},
 		{id: "rlproxy_accesslog", name: "rlproxy, no policy, access log on", kind: "rlproxy", conf: "rlproxy-accesslog.yaml"},
 		{id: "rlproxy_pool1", name: "rlproxy, no policy, one-server pool (urls)", kind: "rlproxy", conf: "rlproxy-pool1.yaml"},
