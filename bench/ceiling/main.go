@@ -69,12 +69,17 @@ func main() {
 			ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
 			return
 		}
-		ctx.Request.Header.Del("Connection") // hop-by-hop (RFC 9110 §7.6.1)
+		// Connection is hop-by-hop (RFC 9110 §7.6.1): the client's close is
+		// kept for this connection, not sent upstream.
+		closeConn := ctx.Request.Header.ConnectionClose()
+		ctx.Request.Header.Del("Connection")
 		if err := client.Do(&ctx.Request, &ctx.Response); err != nil {
 			ctx.Error("bad gateway", fasthttp.StatusBadGateway)
-			return
 		}
 		ctx.Response.Header.Del("Connection")
+		if closeConn {
+			ctx.SetConnectionClose()
+		}
 	}
 	srv := &fasthttp.Server{Handler: handler, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second,
 		NoDefaultServerHeader: true, DisableHeaderNamesNormalizing: true}
