@@ -20,6 +20,10 @@
 #   INSTR_ROUNDS=5                 rounds (median and spread reported)
 #   INSTR_N1=2000 INSTR_N=10000    requests of the short run; measured requests
 #   INSTR_GOGC=100                 the proxy's GOGC (off: the mutator alone)
+#   INSTR_NGINX=                   names of bench/configs/nginx-NAME.conf (e.g.
+#                                  limitreq) measured the same way each round,
+#                                  as one process (master_process off), and
+#                                  every rlproxy row's ratio to each reported
 #   INSTR_OUT=                     also write the Markdown report to this file
 #
 # Why instructions: on this project's 2-core VM one wrk round of the same
@@ -38,6 +42,7 @@ command -v valgrind >/dev/null || {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
 }
 configs=${INSTR_CONFIGS:-nopolicy,memory}
+nginx_confs=${INSTR_NGINX:-}
 rounds=${INSTR_ROUNDS:-5} n1=${INSTR_N1:-2000} n=${INSTR_N:-10000} gogc=${INSTR_GOGC:-100}
 
 bin=$here/.bin
@@ -134,8 +139,47 @@ instructions() {
 	awk '/^summary:/ {print $2}' "$out"
 }
 
+# nginx_config NAME PORT: writes configs/nginx-NAME.conf for one process
+# listening on PORT in front of the upstream and prints its path; the
+# master_process and daemon lines go, since -g sets them.
+nginx_config() {
+	local f=$run_dir/nginx-$1/nginx.conf
+	mkdir -p "$run_dir/nginx-$1/tmp"
+	sed -e "s/127\.0\.0\.1:18180/127.0.0.1:$2/; s/127\.0\.0\.1:18100/127.0.0.1:$up_port/" \
+		-e '/^daemon /d; /^master_process /d' "$here/configs/nginx-$1.conf" >"$f"
+	echo "$f"
+}
+
+# nginx_instructions CONF REQUESTS: total instructions nginx executes
+# serving REQUESTS requests on CONF, start to exit (SIGTERM: fast shutdown),
+# as one process (master_process off), as rlproxy runs with GOMAXPROCS=1.
+nginx_instructions() {
+	local port out p
+	port=$(sed -n 's/^ *listen 127\.0\.0\.1:\([0-9]*\);/\1/p' "$1")
+	out=$run_dir/cg.out
+	(cd "$(dirname "$1")" && exec valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$out" \
+		nginx -p "$(dirname "$1")/" -c "$1" -e stderr -g 'daemon off; master_process off;' >"$run_dir/log" 2>&1) &
+	p=$!
+	pids+=($p)
+	if ! "$bin/fixedload" -url "http://127.0.0.1:$port/bench" -n "$2" -c 4; then
+		kill -KILL "$p" 2>/dev/null || true
+		echo "load failed on nginx ($1); its log: $(tail -n 3 "$run_dir/log")" >&2
+		return 1
+	fi
+	kill -TERM "$p"
+	wait "$p" || true
+	awk '/^summary:/ {print $2}' "$out"
+}
+
 raw=$run_dir/raw.txt
 for r in $(seq 1 "$rounds"); do
+	for ng in ${nginx_confs//,/ }; do
+		port=$("$bin/fixedload" -free-port)
+		f=$(nginx_config "$ng" "$port")
+		a=$(nginx_instructions "$f" "$n1")
+		b=$(nginx_instructions "$f" $((n1 + n)))
+		echo "$r nginx-$ng nginx $(((b - a) / n))" | tee -a "$raw" >&2
+	done
 	for cfg in ${configs//,/ }; do
 		for i in $(seq 0 $((${#bins[@]} - 1)) | shuf); do
 			port=$("$bin/fixedload" -free-port)
@@ -162,6 +206,25 @@ row() {
 		"$(sort -n <<<"$vals" | head -n1)" "$(sort -n <<<"$vals" | tail -n1)" "$(median <<<"$ratios")"
 }
 
+# nginx_row NG: nginx-NG's row, then every rlproxy row's ratio to it (the
+# median of per-round ratios: both measured in the same round).
+nginx_row() {
+	local vals
+	vals=$(awk -v c="nginx-$1" '$2 == c {print $4}' "$raw")
+	printf '| nginx-%s.conf | %.0f | %s–%s |\n' "$1" "$(median <<<"$vals")" \
+		"$(sort -n <<<"$vals" | head -n1)" "$(sort -n <<<"$vals" | tail -n1)"
+}
+nginx_ratios() {
+	local cfg i
+	for cfg in ${configs//,/ }; do
+		for i in $(seq 0 $((${#bins[@]} - 1))); do
+			printf '| %s | %s | %.3f |\n' "$cfg" "${labels[$i]}" "$(awk -v c="$cfg" -v i="$i" -v g="nginx-$1" \
+				'$2 == g {b[$1] = $4} $2 == c && $3 == i {v[$1] = $4}
+				END {for (r in v) if (r in b) printf "%.4f\n", v[r] / b[r]}' "$raw" | median)"
+		done
+	done
+}
+
 report() {
 	echo "## Instructions per request ($(date -u +%Y-%m-%dT%H:%MZ), GOGC=$gogc, $rounds rounds, $n requests each)"
 	echo
@@ -169,6 +232,17 @@ report() {
 	echo "|---|---|--:|---|--:|"
 	for cfg in ${configs//,/ }; do
 		for i in $(seq 0 $((${#bins[@]} - 1))); do row "$cfg" "$i"; done
+	done
+	[[ -n $nginx_confs ]] || return 0
+	echo
+	echo "| nginx (one process, same load and upstream) | median instr/req | min–max |"
+	echo "|---|--:|---|"
+	for ng in ${nginx_confs//,/ }; do nginx_row "$ng"; done
+	for ng in ${nginx_confs//,/ }; do
+		echo
+		echo "| config | build | ÷ nginx-$ng.conf (median of per-round ratios) |"
+		echo "|---|---|--:|"
+		nginx_ratios "$ng"
 	done
 }
 report

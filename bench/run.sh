@@ -11,8 +11,9 @@
 #   BENCH_R=3                      rounds (median reported)
 #   BENCH_WARMUP=1s                unrecorded wrk run before each full-load run
 #   BENCH_TARGETS=                 comma-separated ids (direct,nginx,nginx_limit_req,
-#                                  caddy,minproxy,rlproxy,rlproxy_accesslog,rlproxy_pool1,
-#                                  rlproxy_memory,rlproxy_valkey,
+#                                  caddy,minproxy,ceiling,rlproxy,rlproxy_accesslog,rlproxy_pool1,
+#                                  rlproxy_memory,rlproxy_memory_std,rlproxy_valkey,
+#                                  rlproxy_valkey_allot,
 #                                  rlproxy_memory_keys,rlproxy_valkey_keys)
 #   BENCH_UPSTREAM=nginx           throughput upstream: nginx (return 200, configs/
 #                                  nginx-upstream.conf) or go (bench/upstream)
@@ -60,6 +61,14 @@ mkdir -p "$bin"
 # bench/ is a module of its own (its chart library stays out of the
 # product's go.mod); rlproxy is built from the root module.
 (cd "$here" && go build -o "$bin/benchrun" ./cmd/benchrun && go build -o "$bin/upstream" ./upstream && go build -o "$bin/minproxy" ./minproxy)
+# The fasthttp ceiling is a module of its own (bench/ceiling); without the
+# module proxy its row reads "not built" and the others are still measured.
+if ! (cd "$here/ceiling" && go build -o "$bin/ceiling.new" .) >"$bin/ceiling-build.log" 2>&1; then
+	rm -f "$bin/ceiling" "$bin/ceiling.new"
+	echo "ceiling not built (bench/.bin/ceiling-build.log): $(head -n1 "$bin/ceiling-build.log")" >&2
+else
+	mv -f "$bin/ceiling.new" "$bin/ceiling"
+fi
 cd "$root"
 if go build -o "$bin/rlproxy.new" ./cmd/rlproxy >"$bin/rlproxy-build.log" 2>&1; then
 	mv -f "$bin/rlproxy.new" "$bin/rlproxy"

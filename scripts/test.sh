@@ -108,7 +108,7 @@ go test -race -p 1 -count=1 -timeout 15m ./...
 echo "== go test -race, server.engine std (internal/e2e, internal/server)"
 RLPROXY_TEST_ENGINE=std go test -race -p 1 -count=1 -timeout 15m ./internal/e2e ./internal/server
 # Modules of their own (their test dependencies stay out of the product's go.mod).
-for mod in bench deploy internal/config/schematest; do
+for mod in bench bench/ceiling deploy internal/config/schematest; do
   echo "== go vet, go test -race ($mod)"
   (cd "$mod" && go vet ./... && go test -race -count=1 ./...)
 done

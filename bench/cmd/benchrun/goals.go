@@ -19,7 +19,9 @@ type goal struct {
 // issueGoals are the throughput pass marks (bench/README.md; the
 // half-load mark for both stores), plus the 10k-client pair, reported
 // without a mark, and the pool and access-log marks: the access log costs at most 10 % of
-// req/s, a one-server pool no more than 5 % against `url`.
+// req/s, a one-server pool no more than 5 % against `url`; Valkey with allotments ≥ 0.85×
+// memory as without, and the default engine against std and against the fasthttp
+// ceiling (ratios only).
 func issueGoals() []goal {
 	return []goal{
 		{num: "rlproxy_memory", den: "minproxy", atLeast: 0.95},
@@ -31,6 +33,9 @@ func issueGoals() []goal {
 		{num: "rlproxy_valkey", den: baselineID, halfP99: true, atMost: 2},
 		{num: "rlproxy_accesslog", den: "rlproxy", atLeast: 0.90},
 		{num: "rlproxy_pool1", den: "rlproxy", atLeast: 0.95},
+		{num: "rlproxy_valkey_allot", den: "rlproxy_memory", atLeast: 0.85},
+		{num: "rlproxy_memory", den: "rlproxy_memory_std"},
+		{num: "rlproxy_memory", den: "ceiling"},
 	}
 }
 

@@ -53,6 +53,9 @@ func TestGoals(t *testing.T) {
 		{"rlproxy_valkey", baselineID, 0, nil, "", "not measured"},
 		{"rlproxy_accesslog", "rlproxy", 0, nil, "", "not measured"},
 		{"rlproxy_pool1", "rlproxy", 0, nil, "", "not measured"},
+		{"rlproxy_valkey_allot", "rlproxy_memory", 0, nil, "", "not measured"},
+		{"rlproxy_memory", "rlproxy_memory_std", 0, nil, "", "not measured"},
+		{"rlproxy_memory", "ceiling", 0, nil, "", "not measured"},
 	}
 	if len(got) != len(wants) {
 		t.Fatalf("%d goals, want %d: %+v", len(got), len(wants), got)

@@ -178,13 +178,19 @@ func (l *lab) binFor(t *target) string {
 }
 
 // startProxy fills t by starting a proxy of the given kind ("nginx",
-// "caddy", "minproxy", "rlproxy") with config file conf (ignored by
-// minproxy) in front of upstream. withValkey also starts a redis-server for
+// "caddy", "minproxy", "ceiling", "rlproxy") with config file conf (ignored
+// by minproxy and ceiling, which take flags) in front of upstream. withValkey also starts a redis-server for
 // the config's store. A failure is recorded in t.Status, never returned:
 // the benchmark goes on without that row.
 func (l *lab) startProxy(ctx context.Context, t *target, kind, conf, upstream string, withValkey, withAdmin bool) {
 	if kind == "rlproxy" {
 		if _, err := os.Stat(l.binFor(t)); l.binFor(t) == "" || err != nil {
+			t.Status = "not built"
+			return
+		}
+	}
+	if kind == "ceiling" {
+		if _, err := os.Stat(filepath.Join(l.binDir, kind)); err != nil {
 			t.Status = "not built"
 			return
 		}
@@ -222,8 +228,8 @@ func (l *lab) tryStartProxy(ctx context.Context, t *target, kind, conf, upstream
 		t.AdminURL = "http://" + admin
 	}
 	var argv, env []string
-	if kind == "minproxy" {
-		argv = []string{filepath.Join(l.binDir, "minproxy"), "-listen", listen, "-upstream", "http://" + upstream}
+	if kind == "minproxy" || kind == "ceiling" {
+		argv = []string{filepath.Join(l.binDir, kind), "-listen", listen, "-upstream", "http://" + upstream}
 	} else {
 		path, err := renderConfig(l.configDir, conf, dir, repl)
 		if err != nil {
