@@ -104,13 +104,14 @@ func Run(ctx context.Context, c *http.Client, base string, rate float64, d time.
 	out := make([]Result, n)
 	var wg sync.WaitGroup
 	t0 := time.Now()
+	sent := n // out is not resliced while senders write into it
 	for i := range n {
 		at := time.Duration(float64(i) / rate * float64(time.Second))
 		if w := at - time.Since(t0); w > 0 {
 			time.Sleep(w)
 		}
 		if ctx.Err() != nil {
-			out = out[:i]
+			sent = i
 			break
 		}
 		q := next(i)
@@ -121,7 +122,7 @@ func Run(ctx context.Context, c *http.Client, base string, rate float64, d time.
 		}()
 	}
 	wg.Wait()
-	return out
+	return out[:sent]
 }
 
 func send(ctx context.Context, c *http.Client, base string, q Request, t0 time.Time) Result {
