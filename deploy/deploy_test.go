@@ -190,8 +190,14 @@ func TestDockerfile(t *testing.T) {
 	if runs := find(final, "RUN"); len(runs) > 0 {
 		t.Errorf("final stage has RUN %q: distroless has no shell", runs)
 	}
-	if got := find(final, "COPY"); !slices.Equal(got, []string{"--from=build " + out + " /rlproxy"}) {
-		t.Errorf("final COPY %q, want the builder's %s as /rlproxy", got, out)
+	// The binary, and the state directory owned by nonroot (a volume
+	// mounted on /var/lib/rlproxy takes that owner, so tls.acme can write).
+	want := []string{"--from=build " + out + " /rlproxy", "--from=build --chown=65532:65532 /out/state /var/lib/rlproxy"}
+	if got := find(final, "COPY"); !slices.Equal(got, want) {
+		t.Errorf("final COPY %q, want %q", got, want)
+	}
+	if !slices.Contains(find(build, "RUN"), "install -d -m 0700 /out/state") {
+		t.Errorf("builder RUN %q: no 0700 state directory /out/state", find(build, "RUN"))
 	}
 	if got := find(final, "USER"); !slices.Equal(got, []string{"nonroot"}) {
 		t.Errorf("final USER %q, want nonroot", got)
