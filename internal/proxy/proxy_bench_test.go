@@ -202,9 +202,10 @@ routes:
 // after every request with Transfer-Encoding (RFC 9112 §6.1 framing,
 // proxy.closeAfterFraming): the same 1 KiB POST through a listening
 // rlproxy with Content-Length (the connection is kept) and chunked (a new
-// connection per request).
+// connection per request), on the std engine (the HTTP/1.1 engine keeps a
+// chunked upload's connection: docs/reference/config.md, Engines).
 func BenchmarkUploadFraming(b *testing.B) {
-	app := benchApp(b, fmt.Sprintf(benchConfigHead, benchUpstream(b))+"routes:\n  - { name: all, upstream: app }\n")
+	app := benchApp(b, "server: { engine: std }\n"+fmt.Sprintf(benchConfigHead, benchUpstream(b))+"routes:\n  - { name: all, upstream: app }\n")
 	if err := app.Start(); err != nil {
 		b.Fatal(err)
 	}
