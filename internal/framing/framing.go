@@ -61,6 +61,13 @@ type Conn struct {
 	left  int64 // bytes left in stBody and stChunkData
 	err   error // a read error kept until the buffered bytes are out
 	fault func()
+
+	// Check, when not nil, also judges each complete request head (its
+	// bytes, the empty line included); false refuses it as a faulty head
+	// is. It lets a stricter parser keep guarding a connection that
+	// net/http reads from (the HTTP/1.1 engine's, for the requests after
+	// one it handed over).
+	Check func(head []byte) bool
 }
 
 // Wrap guards c. onFault, when not nil, is called for each faulty head

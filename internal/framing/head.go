@@ -13,6 +13,7 @@ type headInfo struct {
 	length  int64 // its value
 	fold    bool  // an obs-fold line
 	switchs bool  // Upgrade or CONNECT: what follows may not be HTTP/1
+	preface bool  // the HTTP/2 preface's "PRI * HTTP/2.0": not for Check
 	odd     bool  // something net/http refuses or reads otherwise: stop guarding
 }
 
@@ -32,7 +33,12 @@ func (c *Conn) head(rest []byte) bool {
 		line := bytes.TrimSuffix(rest[pos:pos+i], []byte{'\r'})
 		next := pos + i + 1
 		switch {
-		case first && len(line) == 0: // an empty line before a request
+		case first && len(line) == 0 && next == 2: // CRLF before a request: dropped, as nginx
+			// does (RFC 9112 §2.2 asks a server to ignore at least one);
+			// net/http would refuse it.
+			c.buf = append(c.buf[:c.chk], c.buf[c.chk+2:]...)
+			return true
+		case first && len(line) == 0: // a bare LF: net/http refuses it
 			c.chk += next
 			return true
 		case first:
@@ -64,6 +70,7 @@ func (h *headInfo) requestLine(line []byte) {
 		// chunked bodies): guarded as HTTP/1.1, not passed through.
 	default: // the HTTP/2 preface "PRI * HTTP/2.0", or one net/http refuses
 		h.odd = true
+		h.preface = string(line) == "PRI * HTTP/2.0"
 	}
 	if string(line[:sp]) == "CONNECT" {
 		h.switchs = true
@@ -100,7 +107,8 @@ func (h *headInfo) field(line []byte) {
 // endHead acts on a complete head of n bytes at chk.
 func (c *Conn) endHead(h *headInfo, n int) {
 	switch {
-	case h.fold || h.te && (h.cl || h.http10):
+	case h.fold || h.te && (h.cl || h.http10) ||
+		c.Check != nil && !h.preface && !c.Check(c.buf[c.chk:c.chk+n]):
 		// Replaced by a head net/http refuses with 400 and a close;
 		// nothing after it is read.
 		c.buf = append(c.buf[:c.chk], refused...)

@@ -46,8 +46,18 @@ func (c *conn) readHead(first bool) (why Reason, ok bool) {
 	if first && s.H2 != nil && c.sniffH2() {
 		return OK, false
 	}
-	from := 0
+	from, skipped := 0, 0
 	for {
+		if from == 0 {
+			// Empty lines before a request line are dropped, as nginx
+			// does (RFC 9112 §2.2: ignore at least one), within the
+			// head's bound and its timeout.
+			k := leadingCRLF(c.rd.buffered())
+			c.rd.consume(k)
+			if skipped += k; skipped > s.Limits.head() {
+				return HeadTooLarge, false
+			}
+		}
 		n, next, why := scanHead(c.rd.buffered(), from, s.Limits)
 		if why != OK {
 			return why, false
@@ -65,6 +75,15 @@ func (c *conn) readHead(first bool) (why Reason, ok bool) {
 			return OK, false
 		}
 	}
+}
+
+// leadingCRLF returns the length of the CRLF pairs at the start of b.
+func leadingCRLF(b []byte) int {
+	n := 0
+	for n+1 < len(b) && b[n] == '\r' && b[n+1] == '\n' {
+		n += 2
+	}
+	return n
 }
 
 // Above these capacities a connection's buffers are dropped before it

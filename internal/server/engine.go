@@ -90,7 +90,10 @@ func handOver(w *h1.ResponseWriter, _ *h1.Request) { _ = w.HandOver() }
 // handed over in HTTP/1 keeps the request-head guard of package framing
 // for the requests net/http reads after it; one that speaks HTTP/2 (a
 // *tls.Conn after ALPN "h2", the h2c preface) is passed as it is.
-type fallbackListener struct{ *h1.Listener }
+type fallbackListener struct {
+	*h1.Listener
+	limits h1.Limits // the engine's
+}
 
 // Accept implements net.Listener.
 func (l fallbackListener) Accept() (net.Conn, error) {
@@ -101,7 +104,22 @@ func (l fallbackListener) Accept() (net.Conn, error) {
 	if _, ok := c.(*tls.Conn); ok {
 		return c, nil
 	}
-	return framing.Wrap(c, nil), nil
+	fc := framing.Wrap(c, nil)
+	fc.Check = l.strict()
+	return fc, nil
+}
+
+// strict is the engine parser's verdict on a head, for the guard of a
+// handed-over connection: the requests net/http reads after the one
+// handed over are held to the rules the engine holds its own to
+// (docs/ENGINE.md), so one handed-over request does not let a client
+// leave them for the rest of its connection.
+func (l fallbackListener) strict() func(head []byte) bool {
+	var r h1.Request
+	return func(head []byte) bool {
+		_, why := h1.ParseRequest(head, &r, l.limits)
+		return why == h1.OK
+	}
 }
 
 // tlsStateKey holds a handed-over TLS connection's state in its requests'

@@ -97,3 +97,96 @@ routes: [ { name: all, upstream: app } ]
 		t.Fatalf("upstream got %d requests, want the one with its 64 KiB key", len(r))
 	}
 }
+
+// answers sends raw on a new connection to addr and returns the status
+// codes of the answers read until the connection closes.
+func answers(t *testing.T, addr, raw string) []int {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, raw)
+	br := bufio.NewReader(c)
+	var codes []int
+	for {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return codes
+		}
+		io.Copy(io.Discard, resp.Body)
+		codes = append(codes, resp.StatusCode)
+		if resp.Close {
+			return codes
+		}
+	}
+}
+
+// paths lists the paths of the requests up received, in order.
+func paths(up *rlproxytest.Upstream) []string {
+	var out []string
+	for _, r := range up.Requests() {
+		out = append(out, r.URL.Path)
+	}
+	return out
+}
+
+// TestEngineHandedOverStaysStrict: once the engine hands a request over
+// to net/http (here an absolute-form target), the requests net/http
+// reads after it on that connection are held to the engine's parser. A
+// repeated identical Content-Length, which net/http accepts and the
+// engine refuses, is answered 400 and closes the connection: neither it
+// nor the request behind its body reaches the upstream.
+func TestEngineHandedOverStaysStrict(t *testing.T) {
+	up := rlproxytest.NewUpstream(t)
+	in := rlproxytest.Start(t, fmt.Sprintf(`
+server: { engine: auto }
+upstreams: { app: { url: %q } }
+routes: [ { name: all, upstream: app } ]
+`, up.URL))
+	addr := strings.TrimPrefix(in.URL, "http://")
+	raw := "GET http://h/first HTTP/1.1\r\nHost: h\r\n\r\n" +
+		"GET /second HTTP/1.1\r\nHost: h\r\n\r\n" +
+		"POST /dup HTTP/1.1\r\nHost: h\r\nContent-Length: 27\r\nContent-Length: 27\r\n\r\n" +
+		"GET /smuggled HTTP/1.1\r\n\r\n"
+	if got := answers(t, addr, raw); fmt.Sprint(got) != "[200 200 400]" {
+		t.Errorf("answers %v, want [200 200 400]", got)
+	}
+	if got := paths(up); fmt.Sprint(got) != "[/first /second]" {
+		t.Errorf("upstream received %v, want [/first /second]", got)
+	}
+}
+
+// TestStrayCRLF: empty lines before a request line are skipped, as nginx
+// does (RFC 9112 §2.2), on both engines: the request after a body and
+// its extra CRLF (as old clients send) is served, and so is one after
+// several CRLFs on a new connection. A bare LF stays refused.
+func TestStrayCRLF(t *testing.T) {
+	for _, engine := range []string{"auto", "std"} {
+		t.Run(engine, func(t *testing.T) {
+			up := rlproxytest.NewUpstream(t)
+			in := rlproxytest.Start(t, fmt.Sprintf(`
+server: { engine: %s }
+upstreams: { app: { url: %q } }
+routes: [ { name: all, upstream: app } ]
+`, engine, up.URL))
+			addr := strings.TrimPrefix(in.URL, "http://")
+			raw := "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nok\r\n" +
+				"GET /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+			if got := answers(t, addr, raw); fmt.Sprint(got) != "[200 200]" {
+				t.Errorf("after a body: answers %v, want [200 200]", got)
+			}
+			if got := answers(t, addr, "\r\n\r\n\r\nGET /c HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"); fmt.Sprint(got) != "[200]" {
+				t.Errorf("leading CRLFs: answers %v, want [200]", got)
+			}
+			if got := answers(t, addr, "\nGET /d HTTP/1.1\r\nHost: h\r\n\r\n"); fmt.Sprint(got) != "[400]" {
+				t.Errorf("leading bare LF: answers %v, want [400]", got)
+			}
+			if got := paths(up); fmt.Sprint(got) != "[/a /b /c]" {
+				t.Errorf("upstream received %v, want [/a /b /c]", got)
+			}
+		})
+	}
+}

@@ -157,7 +157,7 @@ func (a *App) serve() {
 	switch {
 	case a.ls.eng != nil:
 		go func() { a.ls.served <- a.ls.eng.serve(a.ls.ln) }()
-		go func() { a.ls.served <- a.ls.hs.Serve(fallbackListener{a.ls.eng.std}) }()
+		go func() { a.ls.served <- a.ls.hs.Serve(fallbackListener{a.ls.eng.std, a.ls.eng.srv.Limits}) }()
 	case a.ls.hs != nil:
 		go func() { a.ls.served <- a.ls.hs.Serve(a.ls.ln) }()
 	}
