@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -29,33 +28,18 @@ func TestControlEntriesIdempotentPost(t *testing.T) {
 			base := in.AdminURL + "/api/entries"
 			send := func(method, url, body string, hdr ...string) (int, string, http.Header) {
 				t.Helper()
-				var rd io.Reader
-				if body != "" {
-					rd = strings.NewReader(body)
-				}
-				req, _ := http.NewRequest(method, url, rd)
-				req.Header.Set("Authorization", auth)
-				for _, h := range hdr {
-					k, v, _ := strings.Cut(h, ": ")
-					req.Header.Set(k, v)
-				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp.StatusCode, string(b), resp.Header
+				resp, b := rlproxytest.Do(t, nil, method, url, body, append([]string{"Authorization", auth}, hdr...)...)
+				return resp.StatusCode, b, resp.Header
 			}
 			ban := `{"policy":"api","source":"ip","key":"127.0.0.6","action":"ban","expires_in":"1h","reason":"e2e"}`
-			json1 := "Content-Type: application/json"
+			json1 := []string{"Content-Type", "application/json"}
 			var first, again control.Entry
-			status, body, h := send(http.MethodPost, base, ban, json1)
+			status, body, h := send(http.MethodPost, base, ban, json1...)
 			if err := json.Unmarshal([]byte(body), &first); err != nil || status != http.StatusCreated {
 				t.Fatalf("first POST: %d %s", status, body)
 			}
 			loc := h.Get("Location")
-			status, body, h = send(http.MethodPost, base, ban, json1)
+			status, body, h = send(http.MethodPost, base, ban, json1...)
 			if err := json.Unmarshal([]byte(body), &again); err != nil || status != http.StatusOK || again.ID != first.ID || h.Get("Location") != loc {
 				t.Fatalf("identical POST: %d %s Location %q; want 200, entry %s, Location %q", status, body, h.Get("Location"), first.ID, loc)
 			}
