@@ -103,7 +103,7 @@ func (t Ticket) Done(sample bool, now time.Time) {
 // Acquire waits for a slot for a request of class from client (its key:
 // plan credential or address) at now. It returns the ticket of an
 // admitted request, or Shed with the seconds after which a retry may find
-// room (the queue's drain time, at least 1), or Gone.
+// room (the queue's drain time, at least 1, at most maxRetryAfter), or Gone.
 func (g *Gate) Acquire(ctx context.Context, class int, client []byte, w Waiting, now time.Time) (Ticket, Outcome, int64) {
 	g.mu.Lock()
 	if g.cfg.Shadow || g.inflight < g.est.Limit() && g.queued == 0 {
@@ -170,15 +170,22 @@ func (g *Gate) capacity() int {
 	return max(limit, int(float64(limit)*float64(g.cfg.QueueTimeout)/float64(rtt)))
 }
 
+// maxRetryAfter is the longest Retry-After a shed request is given, in
+// seconds: the limit and latency that set the drain time change within a
+// few windows, so a longer estimate (minutes or hours behind a long-poll
+// upstream whose responses take 30 s) would keep clients away long after
+// the overload has passed.
+const maxRetryAfter = 60
+
 // retryAfter is the seconds the queue takes to drain at limit ÷ latency,
-// rounded up, at least 1. Caller holds g.mu.
+// rounded up, at least 1 and at most maxRetryAfter. Caller holds g.mu.
 func (g *Gate) retryAfter() int64 {
 	rtt := g.est.RTT()
 	if rtt <= 0 {
 		return 1
 	}
 	perSecond := float64(g.est.Limit()) / rtt.Seconds()
-	return max(1, int64(math.Ceil(float64(g.queued+1)/perSecond)))
+	return min(maxRetryAfter, max(1, int64(math.Ceil(float64(g.queued+1)/perSecond))))
 }
 
 // makeRoom reports whether a request of class may queue: the queue and

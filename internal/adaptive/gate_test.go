@@ -210,3 +210,28 @@ func join(s []string) string {
 	}
 	return out
 }
+
+// TestGateRetryAfterCapped: a shed request's Retry-After is the queue's
+// drain time at limit ÷ latency (one request ahead of none at a limit of
+// 1: the latency, rounded up), up to maxRetryAfter (60 s); a long-poll
+// upstream's latency of minutes or hours answers 60, not the drain time.
+func TestGateRetryAfterCapped(t *testing.T) {
+	for _, tc := range []struct {
+		rtt  time.Duration
+		want int64
+	}{
+		{29500 * time.Millisecond, 30},
+		{60 * time.Second, 60},
+		{61 * time.Second, 60},
+		{2 * time.Hour, 60},
+	} {
+		g := fixedGate(1, Class{Name: "all", Share: 1})
+		g.est.rtt = tc.rtt
+		tk := take(t, g, 0, "A")
+		_, out, ra := g.Acquire(context.Background(), 0, []byte("B"), Waiting{}, gateT0)
+		tk.Done(false, gateT0)
+		if out != Shed || ra != tc.want {
+			t.Errorf("latency %v: outcome %d, retry after %d s; want shed, %d", tc.rtt, out, ra, tc.want)
+		}
+	}
+}

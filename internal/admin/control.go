@@ -105,13 +105,17 @@ func (c *controlAPI) admit(r *http.Request, cfg *config.Admin, change bool) (pri
 		return p, &refusal{http.StatusUnauthorized, "unauthorized", "credentials required: admin.basic_auth or a token of admin.token_file"}
 	case change && !p.write:
 		return p, &refusal{http.StatusForbidden, "read-only", "token " + strconv.Quote(p.name) + " has the read scope; a change needs write"}
-	case change && !isJSON(r):
-		return p, &refusal{http.StatusUnsupportedMediaType, "json-required", "a change needs Content-Type: application/json"}
+	case change && r.ContentLength != 0 && !isJSON(r):
+		return p, &refusal{http.StatusUnsupportedMediaType, "json-required", "a change's body needs Content-Type: application/json"}
 	}
 	return p, nil
 }
 
-// isJSON reports whether r declares a JSON body (a form cannot: CSRF).
+// isJSON reports whether r declares a JSON body (a form cannot: CSRF). A
+// change without a body (a DELETE) needs no Content-Type: a form can send
+// neither a DELETE nor a POST without a body to this API (POST decodes
+// its body, and an empty one is refused), and a cross-origin DELETE is
+// preflighted and refused by the Origin check.
 func isJSON(r *http.Request) bool {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	return err == nil && mt == "application/json"
@@ -164,7 +168,9 @@ func (c *controlAPI) get(w http.ResponseWriter, r *http.Request, _ principal) {
 	writeJSON(w, http.StatusOK, e)
 }
 
-// set is POST /api/entries: 201 and the entry, its URL in Location.
+// set is POST /api/entries: 201 and the entry, its URL in Location; 200
+// and the existing entry when an identical one applies already
+// (control.Controller.Ensure), which is neither audited nor counted.
 func (c *controlAPI) set(w http.ResponseWriter, r *http.Request, p principal) {
 	var req control.Request
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxControlBody))
@@ -177,13 +183,17 @@ func (c *controlAPI) set(w http.ResponseWriter, r *http.Request, p principal) {
 		problem(w, http.StatusBadRequest, "invalid-entry", "the body holds more than one JSON value")
 		return
 	}
-	e, err := c.src.Entries.Set(r.Context(), req, p.name)
+	e, created, err := c.src.Entries.Ensure(r.Context(), req, p.name)
 	if err != nil {
 		controlFailed(w, err)
 		return
 	}
-	c.record(r, p, e.Action, e.ID, e.Policy, nil, &e, req.Reason)
 	w.Header().Set("Location", "/api/entries/"+e.ID)
+	if !created {
+		writeJSON(w, http.StatusOK, e)
+		return
+	}
+	c.record(r, p, e.Action, e.ID, e.Policy, nil, &e, req.Reason)
 	writeJSON(w, http.StatusCreated, e)
 }
 

@@ -32,17 +32,17 @@ type entries struct {
 	m   map[string]control.Entry
 }
 
-func (c *entries) Set(_ context.Context, r control.Request, by string) (control.Entry, error) {
+func (c *entries) Ensure(_ context.Context, r control.Request, by string) (control.Entry, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r.Action != "ban" && r.Action != "exempt" && r.Action != "override" {
-		return control.Entry{}, &control.Error{Kind: control.KindInvalid, Msg: "action " + r.Action}
+		return control.Entry{}, false, &control.Error{Kind: control.KindInvalid, Msg: "action " + r.Action}
 	}
 	id := fmt.Sprintf("e%d", len(c.ids)+1)
 	e := control.Entry{ID: id, Policy: r.Policy, Source: "ip", Client: "ip#0123456789ab", Action: r.Action, Reason: r.Reason, By: by, Created: time.Unix(1e9, 0).UTC()}
 	c.ids = append(c.ids, id)
 	c.m[id] = e
-	return e, nil
+	return e, true, nil
 }
 
 func (c *entries) Delete(_ context.Context, id, _ string) (control.Entry, error) {
@@ -180,7 +180,8 @@ func TestControlAccess(t *testing.T) {
 		{"next page", "GET", "?policy=api&limit=1&cursor=e1", "", []string{bob}, 200, "", `"next":""}`},
 		{"bad limit", "GET", "?limit=0", "", []string{bob}, 400, "invalid-entry", ""},
 		{"get", "GET", "/e2", "", []string{bob, "Host: localhost"}, 200, "", `"by":"ops"`},
-		{"delete", "DELETE", "/e1", "", []string{json, alice}, 200, "", ""},
+		{"delete with a body, not JSON", "DELETE", "/e1", "{}", []string{alice}, 415, "json-required", ""},
+		{"delete without a body or a content type", "DELETE", "/e1", "", []string{alice}, 200, "", `"id":"e1"`},
 		{"delete again", "DELETE", "/e1", "", []string{json, alice}, 404, "entry-not-found", ""},
 	}
 	for _, st := range steps {

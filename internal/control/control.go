@@ -9,7 +9,8 @@
 //
 //	c := control.New(control.Options{...})
 //	c.Configure(cfg)                     // at start and on every reload
-//	e, err := c.Set(ctx, req, "alice")   // POST /api/entries
+//	e, err := c.Set(ctx, req, "alice")   // an identical applied entry is returned, not repeated
+//	e, created, err := c.Ensure(ctx, req, "alice") // POST /api/entries: 201 or 200
 //	before, err := c.Delete(ctx, id, by) // DELETE /api/entries/{id}
 //	e, err := c.Get(ctx, id)
 //	list, next, err := c.List(ctx, policy, cursor, limit)

@@ -225,3 +225,50 @@ func TestStateFileAndBound(t *testing.T) {
 		t.Fatal("a restored ban does not apply")
 	}
 }
+
+// TestEnsureIdempotent: a request identical to an applied, unexpired
+// entry (policy, client, action, fields; expires_in and reason aside)
+// returns that entry and creates nothing, nor signals a change; a
+// different action, field value or client, or an expired original,
+// creates a new entry.
+func TestEnsureIdempotent(t *testing.T) {
+	changes := 0
+	c, clk := newTest(t, Options{OnChange: func() { changes++ }})
+	changes = 0 // Configure's
+	ctx := context.Background()
+	t0 := clk.t
+	ban := Request{Policy: "win", Source: "ip", Key: "192.0.2.9", Action: ActionBan, ExpiresIn: "1h", Reason: "a"}
+	first, created, err := c.Ensure(ctx, ban, "alice")
+	if err != nil || !created {
+		t.Fatalf("first ban: created %v, %v", created, err)
+	}
+	clk.t = t0.Add(time.Minute)
+	again := ban
+	again.ExpiresIn, again.Reason, again.Key = "2h", "b", "::ffff:192.0.2.9" // the same address
+	e, created, err := c.Ensure(ctx, again, "bob")
+	if err != nil || created || e.ID != first.ID || e.Reason != "a" || e.By != "alice" || !e.Expires.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("identical ban: %+v created %v, %v; want entry %s as it was, not created", e, created, err, first.ID)
+	}
+	for _, r := range []Request{
+		{Policy: "win", Source: "ip", Key: "192.0.2.9", Action: ActionExempt},
+		{Policy: "win", Source: "ip", Key: "192.0.2.9", Action: ActionOverride, Limit: i64(10)},
+		{Policy: "win", Source: "ip", Key: "192.0.2.9", Action: ActionOverride, Limit: i64(11)},
+		{Policy: "win", Source: "cidr", Key: "192.0.2.9/32", Action: ActionBan},
+	} {
+		if _, created, err := c.Ensure(ctx, r, "alice"); err != nil || !created {
+			t.Fatalf("%+v: created %v, %v; want a new entry", r, created, err)
+		}
+	}
+	if _, created, _ := c.Ensure(ctx, Request{Policy: "win", Source: "ip", Key: "192.0.2.9", Action: ActionOverride, Limit: i64(10)}, "alice"); created {
+		t.Fatal("identical override created again")
+	}
+	clk.t = t0.Add(time.Hour) // the first ban has expired
+	renewed, created, err := c.Ensure(ctx, ban, "alice")
+	if err != nil || !created || renewed.ID == first.ID {
+		t.Fatalf("ban after expiry: %+v created %v, %v; want a new entry", renewed, created, err)
+	}
+	list, _, err := c.List(ctx, "win", "", 100)
+	if err != nil || len(list) != 5 || changes != 6 {
+		t.Fatalf("listed %d entries (%v), %d changes; want 5 and 6", len(list), err, changes)
+	}
+}

@@ -204,47 +204,84 @@ func (c *Controller) rule(r *record) *Rule {
 var errNotConfigured = errors.New("control: no configuration applied yet")
 
 // Set validates r and stores the entry it asks for, by the authenticated
-// by (a user or token name, for the audit). Errors: *Error for what r
-// asks (invalid; too_many past control.max_entries), or the store's.
+// by (a user or token name, for the audit), unless an identical one
+// applies already (Ensure). Errors: *Error for what r asks (invalid;
+// too_many past control.max_entries), or the store's.
 func (c *Controller) Set(ctx context.Context, r Request, by string) (Entry, error) {
-	e, err := c.set(ctx, r, by)
-	if err == nil {
-		c.changed()
-	}
+	e, _, err := c.Ensure(ctx, r, by)
 	return e, err
 }
 
-func (c *Controller) set(ctx context.Context, r Request, by string) (Entry, error) {
+// Ensure is Set reporting whether it created the entry. When an applied,
+// unexpired entry has r's policy (or plan set), client (source and id),
+// action and fields (limit, window, rate, burst, plan), Ensure returns it
+// and creates nothing (created false), whatever r's expires_in and
+// reason: a repeated request (a retry after a lost answer) leaves one
+// entry. With Valkey it sees the entries as of this instance's last Sync.
+func (c *Controller) Ensure(ctx context.Context, r Request, by string) (e Entry, created bool, err error) {
+	e, created, err = c.set(ctx, r, by)
+	if created {
+		c.changed()
+	}
+	return e, created, err
+}
+
+func (c *Controller) set(ctx context.Context, r Request, by string) (Entry, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cfg == nil {
-		return Entry{}, errNotConfigured
+		return Entry{}, false, errNotConfigured
 	}
 	rec, err := newRecord(r, by, c.cfg, c.opts.Now())
 	if err != nil {
-		return Entry{}, err
+		return Entry{}, false, err
+	}
+	if same := c.same(rec); same != nil {
+		return c.entry(same), false, nil
 	}
 	if c.count[rec.table()] >= c.opts.MaxEntries {
-		return Entry{}, c.tooMany(rec)
+		return Entry{}, false, c.tooMany(rec)
 	}
 	rec.ID = newID()
 	if v := c.opts.Valkey; v != nil {
 		if !v.loaded {
-			return Entry{}, errors.New("control: the entries in valkey are not read yet (is it reachable?)")
+			return Entry{}, false, errors.New("control: the entries in valkey are not read yet (is it reachable?)")
 		}
 		if err := v.put(ctx, rec, c.opts.MaxEntries); err != nil {
 			if errors.Is(err, errFull) {
-				return Entry{}, c.tooMany(rec)
+				return Entry{}, false, c.tooMany(rec)
 			}
-			return Entry{}, err
+			return Entry{}, false, err
 		}
 	}
 	c.apply(rec)
 	if err := c.persist(); err != nil {
 		c.unapply(rec.ID)
-		return Entry{}, err
+		return Entry{}, false, err
 	}
-	return c.entry(rec), nil
+	return c.entry(rec), true, nil
+}
+
+// same returns the applied, unexpired record identical to rec
+// (record.sameAs), nil when there is none (under mu). Only the rules of
+// rec's client in its table are looked at, so a Set costs the same among
+// a million entries.
+func (c *Controller) same(rec *record) *record {
+	cur := c.tabs.Load()
+	t := cur.policies[rec.Policy]
+	if rec.PlanSet {
+		t = cur.plans[rec.Policy]
+	}
+	if t == nil {
+		return nil
+	}
+	now := c.opts.Now()
+	for _, id := range t.chain(rec.Client) {
+		if o := c.recs[id]; o != nil && !o.expired(now) && o.sameAs(rec) {
+			return o
+		}
+	}
+	return nil
 }
 
 func (c *Controller) tooMany(rec *record) error {

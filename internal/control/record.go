@@ -49,6 +49,19 @@ func tableName(name string, planSet bool) string {
 	return name
 }
 
+// sameAs reports whether r and o are the same entry but for their id,
+// author, reason, creation and expiry: the same policy (or plan set),
+// client (source, id and hash secret), action and fields.
+func (r *record) sameAs(o *record) bool {
+	return r.Policy == o.Policy && r.PlanSet == o.PlanSet && r.Source == o.Source &&
+		r.Client == o.Client && r.Secret == o.Secret && r.Action == o.Action &&
+		sameInt(r.Limit, o.Limit) && r.Window == o.Window && r.Rate == o.Rate &&
+		sameInt(r.Burst, o.Burst) && r.Plan == o.Plan
+}
+
+// sameInt reports whether a and b are both unset or hold the same value.
+func sameInt(a, b *int64) bool { return a == b || a != nil && b != nil && *a == *b }
+
 // expired reports whether r has expired at now.
 func (r *record) expired(now time.Time) bool { return r.Expires != nil && !now.Before(*r.Expires) }
 

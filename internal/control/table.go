@@ -174,6 +174,29 @@ func (t *Table) remove(client, id string) bool {
 	return ok
 }
 
+// chain returns the ids of client's rules (client as for add), in
+// precedence order.
+func (t *Table) chain(client string) []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var head *Rule
+	switch kind, rest, _ := strings.Cut(client, ":"); kind {
+	case SourceIP:
+		a, _ := netip.ParseAddr(rest)
+		head = t.addrs[a]
+	case SourceCIDR:
+		p, _ := netip.ParsePrefix(rest)
+		head = t.nets[p]
+	default:
+		head = t.ids[client]
+	}
+	var ids []string
+	for r := head; r != nil; r = r.next {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
 // insert adds r to chain in precedence order and returns the head.
 func insert(chain, r *Rule) *Rule {
 	if chain == nil || r.before(chain) {

@@ -1,31 +1,14 @@
 package framing_test
 
 import (
+	"math"
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"rlproxy/internal/framing"
+	"rlproxy/internal/testutil/memconn"
 )
-
-// memConn is a net.Conn whose reads come from a repeated request stream.
-type memConn struct {
-	net.Conn
-	data string
-	off  int
-}
-
-func (c *memConn) Read(p []byte) (int, error) {
-	if c.off == len(c.data) {
-		c.off = 0
-	}
-	n := copy(p, c.data[c.off:])
-	c.off += n
-	return n, nil
-}
-
-func (c *memConn) SetReadDeadline(time.Time) error { return nil }
 
 // BenchmarkGuard is the guard's cost per request: a wrk-like GET head
 // (and, for /post, a 1 KiB Content-Length body) read through a Conn in
@@ -39,7 +22,7 @@ func BenchmarkGuard(b *testing.B) {
 	}{{"none", get, false}, {"get", get, true}, {"post", post, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			stream := strings.Repeat(tc.req, 64)
-			var c net.Conn = &memConn{data: stream}
+			var c net.Conn = &memconn.Conn{Msg: []byte(stream), N: math.MaxInt}
 			if tc.guard {
 				c = framing.Wrap(c, nil)
 			}

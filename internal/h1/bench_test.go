@@ -1,56 +1,13 @@
 package h1
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net"
 	"strings"
 	"testing"
-	"time"
+
+	"rlproxy/internal/testutil/memconn"
 )
-
-// memConn is an in-memory net.Conn for benchmarks: Read serves msg n
-// times, then io.EOF; Write is counted and dropped, or, with reply set,
-// makes the next Read serve reply (an upstream answering each request).
-type memConn struct {
-	msg, reply []byte
-	n          int
-	pending    []byte
-	written    int
-	first      []byte // the first write, kept for checks
-}
-
-func (c *memConn) Read(p []byte) (int, error) {
-	if len(c.pending) == 0 {
-		if c.reply != nil || c.n == 0 {
-			return 0, io.EOF
-		}
-		c.n--
-		c.pending = c.msg
-	}
-	k := copy(p, c.pending)
-	c.pending = c.pending[k:]
-	return k, nil
-}
-
-func (c *memConn) Write(p []byte) (int, error) {
-	c.written += len(p)
-	if c.first == nil {
-		c.first = append([]byte(nil), p...)
-	}
-	if c.reply != nil && len(c.pending) == 0 && bytes.HasSuffix(p, []byte("\r\n\r\n")) {
-		c.pending = c.reply
-	}
-	return len(p), nil
-}
-
-func (c *memConn) Close() error                     { return nil }
-func (c *memConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (c *memConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
-func (c *memConn) SetDeadline(time.Time) error      { return nil }
-func (c *memConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
 
 // get10 is a browser-like GET with 10 header fields.
 const get10 = "GET /api/v1/items?page=2 HTTP/1.1\r\nHost: api.example.test\r\n" +
@@ -69,7 +26,7 @@ const upstreamReply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" +
 // written with edits, the body streamed, the upstream's response head
 // parsed and written back with quota fields, the body copied.
 func benchProxy(b *testing.B, req string) {
-	up := &memConn{reply: []byte(upstreamReply)}
+	up := &memconn.Conn{Reply: []byte(upstreamReply)}
 	p := &testProxy{
 		pool: &Pool{Dial: func(context.Context, string, string) (net.Conn, error) { return up, nil }},
 		addr: "upstream:80",
@@ -82,15 +39,15 @@ func benchProxy(b *testing.B, req string) {
 	srv := &Server{Handler: p}
 	// Warm up: buffers, the pooled copy buffer and the upstream
 	// connection exist before the measured requests.
-	srv.ServeConn(&memConn{msg: []byte(req), n: 4})
-	client := &memConn{msg: []byte(req), n: b.N}
+	srv.ServeConn(&memconn.Conn{Msg: []byte(req), N: 4})
+	client := &memconn.Conn{Msg: []byte(req), N: b.N}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(req)))
 	b.ResetTimer()
 	srv.ServeConn(client)
 	b.StopTimer()
-	if !strings.HasPrefix(string(client.first), "HTTP/1.1 200 OK\r\n") || client.written < b.N*len(upstreamReply) {
-		b.Fatalf("wrote %d bytes for %d requests, first %q", client.written, b.N, client.first)
+	if !strings.HasPrefix(string(client.First), "HTTP/1.1 200 OK\r\n") || client.Written < b.N*len(upstreamReply) {
+		b.Fatalf("wrote %d bytes for %d requests, first %q", client.Written, b.N, client.First)
 	}
 }
 

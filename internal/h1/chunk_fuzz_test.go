@@ -8,6 +8,8 @@ import (
 	"net/http/httputil"
 	"testing"
 	"time"
+
+	"rlproxy/internal/testutil/memconn"
 )
 
 // FuzzChunkedBody compares the chunked decoder with net/http's reading
@@ -29,7 +31,7 @@ func FuzzChunkedBody(f *testing.F) {
 	var body Body
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var mine bytes.Buffer
-		rd := newReader(&memConn{msg: b, n: 1}, DefaultMaxHead, time.Now)
+		rd := newReader(&memconn.Conn{Msg: b, N: 1}, DefaultMaxHead, time.Now)
 		body.reset(rd, Chunked, 0, DefaultMaxHead)
 		_, err := io.Copy(&mine, &body)
 		std, stdErr := io.ReadAll(httputil.NewChunkedReader(bufio.NewReader(bytes.NewReader(b))))

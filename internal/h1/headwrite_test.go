@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"rlproxy/internal/testutil/memconn"
 )
 
 // TestAppendRequestKeepsOrderAndCase checks the upstream head: the
@@ -145,7 +147,7 @@ func TestConnectionCannotDropFraming(t *testing.T) {
 func TestTrailerDropsForbiddenFields(t *testing.T) {
 	raw := "0\r\nContent-Length: 50\r\nX-Sum: 7\r\nHost: evil\r\nTransfer-Encoding: chunked\r\nauthorization: x\r\nx-b: 2\r\n\r\n"
 	var b Body
-	b.reset(newReader(&memConn{msg: []byte(raw), n: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
+	b.reset(newReader(&memconn.Conn{Msg: []byte(raw), N: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
 	if _, err := io.ReadAll(&b); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestChunkLineBound(t *testing.T) {
 	for ext, want := range map[int]error{maxChunkLine - 2: nil, maxChunkLine - 1: BadChunk, 5000: BadChunk} {
 		raw := "1;" + strings.Repeat("a", ext) + "\r\nx\r\n0\r\n\r\n" // the line is ext+2 bytes
 		var b Body
-		b.reset(newReader(&memConn{msg: []byte(raw), n: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
+		b.reset(newReader(&memconn.Conn{Msg: []byte(raw), N: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
 		data, err := io.ReadAll(&b)
 		if err != want || want == nil && string(data) != "x" {
 			t.Errorf("a chunk line of %d bytes: %q, %v; want %v", ext+2, data, err, want)

@@ -10,16 +10,19 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+
+	"rlproxy/internal/testutil/memconn"
 )
 
 // blockingUpstream is an in-memory upstream connection for net/http's
 // Transport, whose read loop waits on it: Read blocks until a request
 // head was written, then serves upstreamReply.
 type blockingUpstream struct {
-	memConn
-	mu     sync.Mutex
-	cond   *sync.Cond
-	closed bool
+	memconn.Conn
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending []byte // the reply not yet read
+	closed  bool
 }
 
 func newBlockingUpstream() *blockingUpstream {
@@ -77,21 +80,21 @@ func (l *oneConnListener) Accept() (net.Conn, error) {
 func (l *oneConnListener) Close() error   { return nil }
 func (l *oneConnListener) Addr() net.Addr { return &net.TCPAddr{} }
 
-// closeNotify is a client memConn that reports its Close, and whose
+// closeNotify is a client memconn.Conn that reports its Close, and whose
 // Read, once every request is sent, waits for the last answer (net/http
 // cancels a request whose client has gone).
 type closeNotify struct {
-	memConn
+	memconn.Conn
 	want     int // answers to wait for
 	answered chan struct{}
 	closed   chan struct{}
 }
 
 func (c *closeNotify) Read(p []byte) (int, error) {
-	if c.n == 0 && len(c.pending) == 0 {
+	if c.Drained() {
 		<-c.answered
 	}
-	return c.memConn.Read(p)
+	return c.Conn.Read(p)
 }
 
 func (c *closeNotify) Write(p []byte) (int, error) {
@@ -126,7 +129,7 @@ func benchStd(b *testing.B, req string) {
 	go srv.Serve(l)
 	defer close(l.done)
 	run := func(n int) {
-		c := &closeNotify{memConn: memConn{msg: []byte(req), n: n}, want: n,
+		c := &closeNotify{Conn: memconn.Conn{Msg: []byte(req), N: n}, want: n,
 			answered: make(chan struct{}), closed: make(chan struct{})}
 		l.c <- c
 		<-c.closed

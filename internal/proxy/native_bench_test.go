@@ -4,65 +4,23 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"rlproxy/internal/h1"
+	"rlproxy/internal/testutil/memconn"
 )
 
 // The engine's path in process: ServeH1 driven by h1.Server.ServeConn
-// over in-memory connections (memConn), to an in-memory upstream through
+// over in-memory connections (memconn.Conn), to an in-memory upstream through
 // the route's h1.Pool — routing, the real-IP resolver, the admission
 // (memory store), the upstream head with the proxy's edits, the response
 // head with the quota fields, the metrics. Nothing else allocates, so
 // allocs/op is the path's own.
 
-// memConn is an in-memory net.Conn: Read serves msg n times, then io.EOF;
-// Write is counted and dropped, or, with reply set, makes the next Read
-// serve reply (an upstream answering each request head).
-type memConn struct {
-	msg, reply []byte
-	n          int
-	pending    []byte
-	written    int
-	first      []byte // the first write, kept for checks
-}
-
-func (c *memConn) Read(p []byte) (int, error) {
-	if len(c.pending) == 0 {
-		if c.reply != nil || c.n == 0 {
-			return 0, io.EOF
-		}
-		c.n--
-		c.pending = c.msg
-	}
-	k := copy(p, c.pending)
-	c.pending = c.pending[k:]
-	return k, nil
-}
-
-func (c *memConn) Write(p []byte) (int, error) {
-	c.written += len(p)
-	if c.first == nil {
-		c.first = append([]byte(nil), p...)
-	}
-	if c.reply != nil && len(c.pending) == 0 && bytes.HasSuffix(p, []byte("\r\n\r\n")) {
-		c.pending = c.reply
-	}
-	return len(p), nil
-}
-
+// memPeer is the client's address on every in-memory connection.
 var memPeer = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 7), Port: 40000}
-
-func (c *memConn) Close() error                     { return nil }
-func (c *memConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (c *memConn) RemoteAddr() net.Addr             { return memPeer }
-func (c *memConn) SetDeadline(time.Time) error      { return nil }
-func (c *memConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
 
 // get10 is a browser-like GET with 10 header fields.
 const get10 = "GET /api/v1/items?page=2 HTTP/1.1\r\nHost: api.example.test\r\n" +
@@ -86,23 +44,23 @@ func benchNative(b *testing.B, tail, req string) {
 // least size bytes long.
 func benchNativeStatus(b *testing.B, tail, req, status string, size int) {
 	p := newNativeProxy(b, "upstreams: { app: { url: \"http://upstream.test\" } }\n"+tail)
-	up := &memConn{reply: []byte(memReply)}
+	up := &memconn.Conn{Reply: []byte(memReply), Peer: memPeer}
 	p.s.Runtime().h1Pools["app"].Dial = func(context.Context, string, string) (net.Conn, error) { return up, nil }
 	srv := &h1.Server{Handler: p.s}
 	// Warm up: pools, buffers and the upstream connection exist before
 	// the measured requests.
-	warm := &memConn{msg: []byte(req), n: 4}
+	warm := &memconn.Conn{Msg: []byte(req), N: 4, Peer: memPeer}
 	srv.ServeConn(warm)
-	if !strings.HasPrefix(string(warm.first), "HTTP/1.1 200 OK\r\n") {
-		b.Fatalf("warm-up answer %q", warm.first)
+	if !strings.HasPrefix(string(warm.First), "HTTP/1.1 200 OK\r\n") {
+		b.Fatalf("warm-up answer %q", warm.First)
 	}
-	client := &memConn{msg: []byte(req), n: b.N}
+	client := &memconn.Conn{Msg: []byte(req), N: b.N, Peer: memPeer}
 	b.ReportAllocs()
 	b.ResetTimer()
 	srv.ServeConn(client)
 	b.StopTimer()
-	if client.written < b.N*size || !strings.HasPrefix(string(client.first), "HTTP/1.1 "+status+"\r\n") {
-		b.Fatalf("wrote %d bytes for %d requests, first %q", client.written, b.N, client.first)
+	if client.Written < b.N*size || !strings.HasPrefix(string(client.First), "HTTP/1.1 "+status+"\r\n") {
+		b.Fatalf("wrote %d bytes for %d requests, first %q", client.Written, b.N, client.First)
 	}
 }
 

@@ -245,7 +245,18 @@ func ClientFrom(ip string) *http.Client {
 // body read into the second result.
 func Get(t testing.TB, c *http.Client, url string, header ...string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	return Do(t, c, http.MethodGet, url, "", header...)
+}
+
+// Do is Get for any method, with body as the request's body ("" sends
+// none: no Content-Length, no Transfer-Encoding).
+func Do(t testing.TB, c *http.Client, method, url, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
