@@ -152,7 +152,7 @@ func boundsStart(t *testing.T, yaml string, stress bool) boundsTarget {
 	}
 	// write_timeout 20s: every client is connected before the first is
 	// cut, so the cap (not the cutting) bounds the descriptors.
-	f := fleet.StartWith(t, 1, "server: { write_timeout: 20s }\n"+yaml, fleet.Options{NoFile: nofile})
+	f := fleet.StartWith(t, 1, "server: { "+fleetEngine()+"write_timeout: 20s }\n"+yaml, fleet.Options{NoFile: nofile})
 	p := f.Procs[0]
 	return boundsTarget{url: p.URL, adminURL: p.AdminURL, addr: strings.TrimPrefix(p.URL, "http://"), pid: p.Pid(), nofile: nofile}
 }
@@ -171,15 +171,6 @@ func (b boundsTarget) metrics(t *testing.T) (open, refused, cut, failed float64)
 			opsValue(t, s, "rlproxy_connections_per_client_refused_total", "listener", "public"),
 		opsValue(t, s, "rlproxy_write_timeouts_total", "listener", "public"),
 		opsValue(t, s, "rlproxy_upstream_errors_total", "route", "all")
-}
-
-// fds counts the process's open descriptors (stress form), -1 when unknown.
-func (b boundsTarget) fds() int {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", b.pid))
-	if err != nil {
-		return -1
-	}
-	return len(ents)
 }
 
 // TestNonReadingClients: clients that send GET for a 100 MB response and
@@ -209,18 +200,9 @@ routes: [ { name: all, upstream: app } ]
 		defer probe.mu.Unlock()
 		return len(probe.latencies) > 0
 	})
-	mostFDs := 0
+	var peaks *procPeaks
 	if stress {
-		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
-				mostFDs = max(mostFDs, target.fds())
-			}
-		}()
+		peaks = startPeaks(target.pid, target.adminURL)
 	}
 
 	start := time.Now()
@@ -279,8 +261,9 @@ routes: [ { name: all, upstream: app } ]
 	t.Logf("%d clients: %v refused, %v cut by write_timeout, %v answered 502, %d upstream connections held at most; probe %d requests, 0 failed, p50 %v p99 %v max %v",
 		n, refused, cut, failed, up.most.Load(), len(l), l[len(l)/2], l[len(l)*99/100], l[len(l)-1])
 	if stress {
-		t.Logf("rlproxy: at most %d open descriptors of %d; %s", mostFDs, target.nofile, boundsRSS(target.pid))
-		if mostFDs >= target.nofile || mostFDs < 0 {
+		mostFDs, mostGoroutines := peaks.end()
+		t.Logf("rlproxy: at most %d open descriptors of %d, at most %d goroutines; %s", mostFDs, target.nofile, mostGoroutines, boundsRSS(target.pid))
+		if mostFDs >= int64(target.nofile) || mostFDs < 0 {
 			t.Errorf("rlproxy held %d descriptors, want fewer than its limit %d", mostFDs, target.nofile)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,9 +54,10 @@ func TestOneClientCannotFillListener(t *testing.T) {
 			// Each case its own source addresses: the sockets the
 			// server closed wait in TIME_WAIT there.
 			flooder, prober := fmt.Sprintf("127.0.1.%d", 2*i+2), fmt.Sprintf("127.0.1.%d", 2*i+3)
-			yaml := fmt.Sprintf("server: { %sread_header_timeout: 5m, idle_timeout: 5m }\nupstreams: { app: { url: %q } }\nroutes: [ { name: all, upstream: app } ]\n", tc.server, up.URL)
+			yaml := fmt.Sprintf("server: { %s%sread_header_timeout: 5m, idle_timeout: 5m }\nupstreams: { app: { url: %q } }\nroutes: [ { name: all, upstream: app } ]\n", fleetEngine(), tc.server, up.URL)
 			p := fleet.StartWith(t, 1, yaml, fleet.Options{NoFile: 20000}).Procs[0]
 			addr := strings.TrimPrefix(p.URL, "http://")
+			peaks := startPeaks(p.Pid(), p.AdminURL)
 			start := time.Now()
 			held, served := floodConns(t, flooder, addr, n, tc.request)
 			defer func() {
@@ -75,12 +77,16 @@ func TestOneClientCannotFillListener(t *testing.T) {
 				return m["open"]+m["refused"]+m["client"]+m["idle"]+m["noreq"] == float64(n)
 			})
 			start = time.Now()
-			answered, firstErr := probeFresh(prober, addr, 250)
+			answered, lat, firstErr := probeFresh(prober, addr, 250)
 			probe := time.Since(start)
 			after := floodMetrics(t, p.AdminURL)
+			fds, goroutines := peaks.end()
+			slices.Sort(lat)
 			t.Logf("%d connections from %s in %v (%d held by the client, %d requests answered): open %v, refused %v, refused per client %v, reclaimed idle %v / no_request %v; probe from %s: %d of 250 answered in %v (reclaimed during the probe: idle %v, no_request %v)",
 				n, flooder, flood.Round(time.Millisecond), len(held), served, m["open"], m["refused"], m["client"], m["idle"], m["noreq"],
 				prober, answered, probe.Round(time.Millisecond), after["idle"]-m["idle"], after["noreq"]-m["noreq"])
+			t.Logf("probe connections p50 %v p99 %v max %v; rlproxy: at most %d open descriptors, at most %d goroutines; %s",
+				pct(lat, 50), pct(lat, 99), pct(lat, 100), fds, goroutines, boundsRSS(p.Pid()))
 			if answered != 250 {
 				t.Errorf("probe: %d of 250 fresh connections answered, first failure: %v", answered, firstErr)
 			}
@@ -156,17 +162,21 @@ func floodGet(c net.Conn) (int, error) {
 }
 
 // probeFresh opens n connections from src one after the other, each for
-// one GET /, and counts the 200s.
-func probeFresh(src, addr string, n int) (int, error) {
+// one GET /, and counts the 200s; it returns each one's time from dial
+// to answer.
+func probeFresh(src, addr string, n int) (int, []time.Duration, error) {
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
 	ok := 0
 	var first error
+	lat := make([]time.Duration, 0, n)
 	for range n {
+		start := time.Now()
 		c, err := d.Dial("tcp", addr)
 		if err == nil {
 			var code int
 			code, err = floodGet(c)
 			c.Close()
+			lat = append(lat, time.Since(start))
 			if code == http.StatusOK {
 				ok++
 				continue
@@ -179,7 +189,7 @@ func probeFresh(src, addr string, n int) (int, error) {
 			first = err
 		}
 	}
-	return ok, first
+	return ok, lat, first
 }
 
 // floodMetrics scrapes the public listener's connection counters.
