@@ -22,6 +22,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	yamlv3 "gopkg.in/yaml.v3"
+
+	"rlproxy/internal/testutil/rlproxytest"
 )
 
 var (
@@ -106,7 +110,7 @@ func StartWith(t testing.TB, n int, yaml string, opts Options) *Fleet {
 	for i := range n {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "rlproxy.yaml")
-		body := "listen: \"127.0.0.1:0\"\nadmin_listen: \"127.0.0.1:0\"\n" + yaml
+		body := "listen: \"127.0.0.1:0\"\nadmin_listen: \"127.0.0.1:0\"\n" + withEngine(t, yaml)
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -230,4 +234,36 @@ func (p *Proc) Log() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return strings.Clone(p.log.String())
+}
+
+// withEngine returns yaml with server.engine set to the suite's engine
+// (rlproxytest.Engine) when the file names none: a process reads only
+// its file, so the suite's run on each engine reaches it this way.
+func withEngine(t testing.TB, yaml string) string {
+	t.Helper()
+	engine := rlproxytest.Engine()
+	if engine == "auto" {
+		return yaml // the default: the file stays as written
+	}
+	var doc map[string]any
+	if err := yamlv3.Unmarshal([]byte(yaml), &doc); err != nil {
+		t.Fatalf("fleet config: %v", err)
+	}
+	if doc == nil {
+		doc = map[string]any{}
+	}
+	server, _ := doc["server"].(map[string]any)
+	if server == nil {
+		server = map[string]any{}
+	}
+	if _, set := server["engine"]; set {
+		return yaml
+	}
+	server["engine"] = engine
+	doc["server"] = server
+	out, err := yamlv3.Marshal(doc)
+	if err != nil {
+		t.Fatalf("fleet config: %v", err)
+	}
+	return string(out)
 }
