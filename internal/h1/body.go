@@ -198,9 +198,11 @@ func (b *Body) readTrailer() error {
 	}
 }
 
-// chunkSize parses chunk-size [chunk-ext] (RFC 9112 §7.1.1): 1*HEXDIG,
-// at most 2^63-1, then extensions ";" name ["=" token / quoted-string]
-// with optional whitespace around ";" and "=".
+// chunkSize parses chunk-size [chunk-ext] (RFC 9112 §7.1.1): 1 to 16
+// HEXDIG, at most 2^63-1, then extensions ";" name ["=" token /
+// quoted-string] with optional whitespace around ";" and "=". The digits
+// are counted, leading zeros included, as net/http's chunked reader
+// counts them, so that no size it refuses is accepted here.
 func chunkSize(l []byte) (int64, bool) {
 	var n uint64
 	i := 0
@@ -209,7 +211,7 @@ func chunkSize(l []byte) (int64, bool) {
 		if !ok {
 			break
 		}
-		if n>>59 != 0 {
+		if i == 16 {
 			return 0, false
 		}
 		n = n<<4 | uint64(d)

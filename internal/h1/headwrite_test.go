@@ -168,3 +168,33 @@ func TestChunkLineBound(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkSizeDigits: a chunk size has 1 to 16 hex digits, leading zeros
+// counted (net/http's chunked reader refuses 17 zeros), and is below 2^63.
+func TestChunkSizeDigits(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		n    int64
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"0000000000000000", 0, true},
+		{"0000000000000005;a=b", 5, true},
+		{"7fffffffffffffff", 1<<63 - 1, true},
+		{"00000000000000000", 0, false},
+		{"00000000000000005", 0, false},
+		{"8000000000000000", 0, false},
+		{"ffffffffffffffff", 0, false},
+		{"", 0, false},
+		{";a", 0, false},
+	} {
+		if n, ok := chunkSize([]byte(c.line)); n != c.n || ok != c.ok {
+			t.Errorf("chunkSize(%q) = %d, %v; want %d, %v", c.line, n, ok, c.n, c.ok)
+		}
+	}
+	var b Body
+	b.reset(newReader(&memConn{msg: []byte("00000000000000000\r\n\r\n"), n: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
+	if data, err := io.ReadAll(&b); err != BadChunk || len(data) != 0 {
+		t.Fatalf("17 zeros as the last chunk: %q, %v; want BadChunk", data, err)
+	}
+}
