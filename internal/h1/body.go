@@ -200,9 +200,11 @@ func (b *Body) readTrailer() error {
 
 // chunkSize parses chunk-size [chunk-ext] (RFC 9112 §7.1.1): 1 to 16
 // HEXDIG, at most 2^63-1, then extensions ";" name ["=" token /
-// quoted-string] with optional whitespace around ";" and "=". The digits
-// are counted, leading zeros included, as net/http's chunked reader
-// counts them, so that no size it refuses is accepted here.
+// quoted-string] with optional whitespace around "=" and after ";".
+// Two rules follow net/http's chunked reader rather than the RFC's wider
+// grammar, so that no line it refuses is accepted here: the digits are
+// counted with their leading zeros, and whitespace after the size may
+// end the line but not come before a ";".
 func chunkSize(l []byte) (int64, bool) {
 	var n uint64
 	i := 0
@@ -219,7 +221,11 @@ func chunkSize(l []byte) (int64, bool) {
 	if i == 0 || n >= 1<<63 {
 		return 0, false
 	}
-	return int64(n), validExtensions(l[i:])
+	ext := l[i:]
+	if rest := trimOWSLeft(ext); len(rest) > 0 && len(rest) < len(ext) {
+		return 0, false
+	}
+	return int64(n), validExtensions(ext)
 }
 
 // validExtensions checks *( BWS ";" BWS name [ BWS "=" BWS value ] ).

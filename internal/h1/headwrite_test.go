@@ -170,7 +170,9 @@ func TestChunkLineBound(t *testing.T) {
 }
 
 // TestChunkSizeDigits: a chunk size has 1 to 16 hex digits, leading zeros
-// counted (net/http's chunked reader refuses 17 zeros), and is below 2^63.
+// counted (net/http's chunked reader refuses 17 zeros), and is below 2^63;
+// whitespace after it may end the line but not precede a ";" (net/http
+// refuses "0 ;a").
 func TestChunkSizeDigits(t *testing.T) {
 	for _, c := range []struct {
 		line string
@@ -187,6 +189,11 @@ func TestChunkSizeDigits(t *testing.T) {
 		{"ffffffffffffffff", 0, false},
 		{"", 0, false},
 		{";a", 0, false},
+		{"a \t", 10, true},
+		{"a; x = y ", 10, true},
+		{"a ;x", 0, false},
+		{"a\t;x", 0, false},
+		{"0 ;0", 0, false},
 	} {
 		if n, ok := chunkSize([]byte(c.line)); n != c.n || ok != c.ok {
 			t.Errorf("chunkSize(%q) = %d, %v; want %d, %v", c.line, n, ok, c.n, c.ok)
