@@ -18,6 +18,11 @@ const (
 // (net/http's limit too).
 const maxChunkLine = 4096
 
+// maxChunkExcess bounds the bytes of chunk lines beyond 16 per chunk plus
+// twice the chunk's data, summed over a body, as net/http's chunked reader
+// does: a body of tiny chunks with long extensions is refused.
+const maxChunkExcess = 16 << 10
+
 // Body reads a message body as its framing delimits it: Content-Length
 // bytes, a chunked body decoded (every chunk line and the trailer
 // section checked; the caller re-frames it), or everything up to the
@@ -28,6 +33,7 @@ type Body struct {
 	rd      *reader
 	framing Framing
 	left    int64 // Length: bytes to go; Chunked: bytes left in the chunk
+	excess  int64 // Chunked: chunk-line overhead so far, see maxChunkExcess
 	st      uint8
 	err     error
 	maxHead int
@@ -139,6 +145,13 @@ func (b *Body) step() error {
 	b.left, b.st = size, inData
 	if size == 0 {
 		b.st = atTrail
+		return nil
+	}
+	// The same sums as net/http's, wrapping included, so both refuse
+	// the same bodies; the last chunk is not counted there either.
+	b.excess = max(b.excess+int64(len(line))+2-(16+2*size), 0)
+	if b.excess > maxChunkExcess {
+		return BadChunk
 	}
 	return nil
 }
@@ -198,9 +211,13 @@ func (b *Body) readTrailer() error {
 	}
 }
 
-// chunkSize parses chunk-size [chunk-ext] (RFC 9112 §7.1.1): 1*HEXDIG,
-// at most 2^63-1, then extensions ";" name ["=" token / quoted-string]
-// with optional whitespace around ";" and "=".
+// chunkSize parses chunk-size [chunk-ext] (RFC 9112 §7.1.1): 1 to 16
+// HEXDIG, at most 2^63-1, then extensions ";" name ["=" token /
+// quoted-string] with optional whitespace around "=" and after ";".
+// Two rules follow net/http's chunked reader rather than the RFC's wider
+// grammar, so that no line it refuses is accepted here: the digits are
+// counted with their leading zeros, and whitespace after the size may
+// end the line but not come before a ";".
 func chunkSize(l []byte) (int64, bool) {
 	var n uint64
 	i := 0
@@ -209,7 +226,7 @@ func chunkSize(l []byte) (int64, bool) {
 		if !ok {
 			break
 		}
-		if n>>59 != 0 {
+		if i == 16 {
 			return 0, false
 		}
 		n = n<<4 | uint64(d)
@@ -217,7 +234,11 @@ func chunkSize(l []byte) (int64, bool) {
 	if i == 0 || n >= 1<<63 {
 		return 0, false
 	}
-	return int64(n), validExtensions(l[i:])
+	ext := l[i:]
+	if rest := trimOWSLeft(ext); len(rest) > 0 && len(rest) < len(ext) {
+		return 0, false
+	}
+	return int64(n), validExtensions(ext)
 }
 
 // validExtensions checks *( BWS ";" BWS name [ BWS "=" BWS value ] ).

@@ -1,7 +1,9 @@
 package h1
 
 import (
+	"bufio"
 	"io"
+	"net/http/httputil"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +169,72 @@ func TestChunkLineBound(t *testing.T) {
 		data, err := io.ReadAll(&b)
 		if err != want || want == nil && string(data) != "x" {
 			t.Errorf("a chunk line of %d bytes: %q, %v; want %v", ext+2, data, err, want)
+		}
+	}
+}
+
+// TestChunkSizeDigits: a chunk size has 1 to 16 hex digits, leading zeros
+// counted (net/http's chunked reader refuses 17 zeros), and is below 2^63;
+// whitespace after it may end the line but not precede a ";" (net/http
+// refuses "0 ;a").
+func TestChunkSizeDigits(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		n    int64
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"0000000000000000", 0, true},
+		{"0000000000000005;a=b", 5, true},
+		{"7fffffffffffffff", 1<<63 - 1, true},
+		{"00000000000000000", 0, false},
+		{"00000000000000005", 0, false},
+		{"8000000000000000", 0, false},
+		{"ffffffffffffffff", 0, false},
+		{"", 0, false},
+		{";a", 0, false},
+		{"a \t", 10, true},
+		{"a; x = y ", 10, true},
+		{"a ;x", 0, false},
+		{"a\t;x", 0, false},
+		{"0 ;0", 0, false},
+	} {
+		if n, ok := chunkSize([]byte(c.line)); n != c.n || ok != c.ok {
+			t.Errorf("chunkSize(%q) = %d, %v; want %d, %v", c.line, n, ok, c.n, c.ok)
+		}
+	}
+	var b Body
+	b.reset(newReader(&memConn{msg: []byte("00000000000000000\r\n\r\n"), n: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
+	if data, err := io.ReadAll(&b); err != BadChunk || len(data) != 0 {
+		t.Fatalf("17 zeros as the last chunk: %q, %v; want BadChunk", data, err)
+	}
+}
+
+// TestChunkOverhead: chunk lines may carry 16 bytes plus twice their
+// chunk's data, and 16 KiB more over the body, as in net/http; each
+// "1;a...a" line of 4002 bytes adds 3986, so the fifth is refused, and
+// the last chunk's line is not counted.
+func TestChunkOverhead(t *testing.T) {
+	long := "1;" + strings.Repeat("a", 4000) + "\r\nx\r\n"
+	for _, c := range []struct {
+		raw  string
+		data string
+		err  error
+	}{
+		{strings.Repeat(long, 4) + "0\r\n\r\n", "xxxx", nil},
+		{strings.Repeat(long, 5) + "0\r\n\r\n", "xxxx", BadChunk},
+		{strings.Repeat(long, 4) + "0;" + strings.Repeat("a", 4000) + "\r\n\r\n", "xxxx", nil},
+		{strings.Repeat("2000\r\n"+strings.Repeat("y", 0x2000)+"\r\n", 3) + long + "0\r\n\r\n", strings.Repeat("y", 3*0x2000) + "x", nil},
+	} {
+		var b Body
+		b.reset(newReader(&memConn{msg: []byte(c.raw), n: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
+		data, err := io.ReadAll(&b)
+		if string(data) != c.data || err != c.err {
+			t.Errorf("%.40q...: %d bytes, %v; want %d, %v", c.raw, len(data), err, len(c.data), c.err)
+		}
+		_, stdErr := io.ReadAll(httputil.NewChunkedReader(bufio.NewReader(strings.NewReader(c.raw))))
+		if (stdErr == nil) != (c.err == nil) {
+			t.Errorf("%.40q...: net/http %v", c.raw, stdErr)
 		}
 	}
 }
