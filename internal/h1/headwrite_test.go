@@ -204,7 +204,7 @@ func TestChunkSizeDigits(t *testing.T) {
 		}
 	}
 	var b Body
-	b.reset(newReader(&memConn{msg: []byte("00000000000000000\r\n\r\n"), n: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
+	b.reset(newReader(&memconn.Conn{Msg: []byte("00000000000000000\r\n\r\n"), N: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
 	if data, err := io.ReadAll(&b); err != BadChunk || len(data) != 0 {
 		t.Fatalf("17 zeros as the last chunk: %q, %v; want BadChunk", data, err)
 	}
@@ -227,7 +227,7 @@ func TestChunkOverhead(t *testing.T) {
 		{strings.Repeat("2000\r\n"+strings.Repeat("y", 0x2000)+"\r\n", 3) + long + "0\r\n\r\n", strings.Repeat("y", 3*0x2000) + "x", nil},
 	} {
 		var b Body
-		b.reset(newReader(&memConn{msg: []byte(c.raw), n: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
+		b.reset(newReader(&memconn.Conn{Msg: []byte(c.raw), N: 1}, DefaultMaxHead, time.Now), Chunked, 0, DefaultMaxHead)
 		data, err := io.ReadAll(&b)
 		if string(data) != c.data || err != c.err {
 			t.Errorf("%.40q...: %d bytes, %v; want %d, %v", c.raw, len(data), err, len(c.data), c.err)
