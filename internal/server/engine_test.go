@@ -20,12 +20,7 @@ import (
 // connection closes after it; the request pipelined behind it never
 // reaches the upstream.
 func TestEngineRefusedHead(t *testing.T) {
-	up := rlproxytest.NewUpstream(t)
-	in := rlproxytest.Start(t, fmt.Sprintf(`
-server: { engine: auto }
-upstreams: { app: { url: %q } }
-routes: [ { name: all, upstream: app } ]
-`, up.URL))
+	up, in := startEngine(t, "auto")
 	addr := strings.TrimPrefix(in.URL, "http://")
 	for _, tc := range []struct{ raw, reason string }{
 		{"GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\nGET /next HTTP/1.1\r\nHost: h\r\n\r\n", "obs_fold"},
@@ -75,12 +70,7 @@ routes: [ { name: all, upstream: app } ]
 // max_header_bytes, as net/http's: a 64 KiB credential line on a new
 // connection (read by the engine) is served.
 func TestEngineLongLine(t *testing.T) {
-	up := rlproxytest.NewUpstream(t)
-	in := rlproxytest.Start(t, fmt.Sprintf(`
-server: { engine: auto }
-upstreams: { app: { url: %q } }
-routes: [ { name: all, upstream: app } ]
-`, up.URL))
+	up, in := startEngine(t, "auto")
 	c, err := net.Dial("tcp", strings.TrimPrefix(in.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +86,17 @@ routes: [ { name: all, upstream: app } ]
 	if r := up.Requests(); len(r) != 1 || r[0].Header.Get("X-API-Key") != key {
 		t.Fatalf("upstream got %d requests, want the one with its 64 KiB key", len(r))
 	}
+}
+
+// startEngine starts an instance on engine proxying every request to a
+// new recording upstream.
+func startEngine(t *testing.T, engine string) (*rlproxytest.Upstream, *rlproxytest.Instance) {
+	up := rlproxytest.NewUpstream(t)
+	return up, rlproxytest.Start(t, fmt.Sprintf(`
+server: { engine: %s }
+upstreams: { app: { url: %q } }
+routes: [ { name: all, upstream: app } ]
+`, engine, up.URL))
 }
 
 // answers sends raw on a new connection to addr and returns the status
@@ -140,12 +141,7 @@ func paths(up *rlproxytest.Upstream) []string {
 // engine refuses, is answered 400 and closes the connection: neither it
 // nor the request behind its body reaches the upstream.
 func TestEngineHandedOverStaysStrict(t *testing.T) {
-	up := rlproxytest.NewUpstream(t)
-	in := rlproxytest.Start(t, fmt.Sprintf(`
-server: { engine: auto }
-upstreams: { app: { url: %q } }
-routes: [ { name: all, upstream: app } ]
-`, up.URL))
+	up, in := startEngine(t, "auto")
 	addr := strings.TrimPrefix(in.URL, "http://")
 	raw := "GET http://h/first HTTP/1.1\r\nHost: h\r\n\r\n" +
 		"GET /second HTTP/1.1\r\nHost: h\r\n\r\n" +
@@ -166,12 +162,7 @@ routes: [ { name: all, upstream: app } ]
 func TestStrayCRLF(t *testing.T) {
 	for _, engine := range []string{"auto", "std"} {
 		t.Run(engine, func(t *testing.T) {
-			up := rlproxytest.NewUpstream(t)
-			in := rlproxytest.Start(t, fmt.Sprintf(`
-server: { engine: %s }
-upstreams: { app: { url: %q } }
-routes: [ { name: all, upstream: app } ]
-`, engine, up.URL))
+			up, in := startEngine(t, engine)
 			addr := strings.TrimPrefix(in.URL, "http://")
 			raw := "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nok\r\n" +
 				"GET /b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
