@@ -133,6 +133,10 @@ func (m *Manager) storage() (certmagic.Storage, error) {
 		InitAddress: v.Addrs, Username: v.Username, Password: v.Password,
 		Sentinel:     valkey.SentinelOption{MasterSet: v.SentinelMaster},
 		DisableCache: true,
+		// No resend on a new connection, as for the control entries
+		// (internal/server/control.go): a failed call returns its error to
+		// certmagic, whose obtain and renew loops try again.
+		DisableRetry: true,
 	}
 	if v.TLS {
 		pool, err := tlsutil.CertPool(v.CAFile)

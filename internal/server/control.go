@@ -42,7 +42,12 @@ func (a *App) controlChanged() {
 // controlClient connects to v for the control entries.
 func controlClient(v config.Valkey) (valkeygo.Client, error) {
 	opt := valkeygo.ClientOption{InitAddress: v.Addrs, Username: v.Username, Password: v.Password,
-		Sentinel: valkeygo.SentinelOption{MasterSet: v.SentinelMaster}, DisableCache: true}
+		Sentinel: valkeygo.SentinelOption{MasterSet: v.SentinelMaster}, DisableCache: true,
+		// No resend on a new connection: valkey-go recycles a command once
+		// a resend succeeds, while the broken connection's writer may still
+		// be reading it (a data race the race detector caught in
+		// TestStoreOutageWarnings). A failed read waits for the next sync.
+		DisableRetry: true}
 	if v.Timeout > 0 {
 		opt.Dialer.Timeout = v.Timeout
 		opt.ConnWriteTimeout = v.Timeout
