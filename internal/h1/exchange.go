@@ -28,7 +28,12 @@ func (c *conn) readHead(first bool) (why Reason, ok bool) {
 	if first && s.ReadHeaderTimeout > 0 {
 		due = s.now().Add(s.ReadHeaderTimeout)
 	}
-	if len(c.rd.buffered()) == 0 {
+	if out := c.w.out; len(out) > 0 {
+		c.shrink()
+		if !c.waitAfter(out) {
+			return OK, false
+		}
+	} else if len(c.rd.buffered()) == 0 {
 		c.shrink()
 		if !first && s.ConnIdle != nil {
 			s.ConnIdle(c.nc, true)
@@ -39,10 +44,13 @@ func (c *conn) readHead(first bool) (why Reason, ok bool) {
 	} else if !c.setActive() {
 		return OK, false
 	}
-	if due.IsZero() && s.ReadHeaderTimeout > 0 {
-		due = s.now().Add(s.ReadHeaderTimeout)
+	// A later head's deadline is set before the first read that waits
+	// for more of it: most heads come whole with their first byte, and
+	// need none.
+	armed := first
+	if first {
+		c.rd.setDeadline(due)
 	}
-	c.rd.setDeadline(due)
 	if first && s.H2 != nil && c.sniffH2() {
 		return OK, false
 	}
@@ -68,6 +76,10 @@ func (c *conn) readHead(first bool) (why Reason, ok bool) {
 			return why, why == OK
 		}
 		from = next
+		if !armed && s.ReadHeaderTimeout > 0 {
+			c.rd.setDeadline(s.now().Add(s.ReadHeaderTimeout))
+		}
+		armed = true
 		if err := c.rd.fill(); err != nil {
 			if err == errFull {
 				return HeadTooLarge, false
@@ -139,6 +151,51 @@ func (c *conn) waitFirstByte(due time.Time) bool {
 	return c.setActive()
 }
 
+// waitAfter sends out, the end of the last response, and waits as an
+// idle connection for the next request's first bytes, in one wait on the
+// poller (IdleProbe.Exchange): no read is spent finding that the client
+// has not sent it yet. The connection becomes idle (nowIdle) only once
+// out is sent, so no idle reclaim or shutdown closes it with its response
+// unsent; a socket that takes part of out only gets the rest through
+// Write, and the wait is then waitFirstByte's.
+func (c *conn) waitAfter(out []byte) bool {
+	if err := c.rd.setIdle(c.srv.IdleTimeout); err != nil {
+		return false
+	}
+	if err := c.rd.arm(); err != nil {
+		return false
+	}
+	n, sent, _, err := c.sock.Exchange(out, c.rd.buf[c.rd.w:], false, c.idleHook)
+	c.w.out = c.w.out[:0]
+	switch {
+	case err != nil:
+		return false
+	case n > 0:
+		c.rd.w += n
+		return c.setActive()
+	}
+	if _, err := c.w.write(out[sent:]); err != nil {
+		return false
+	}
+	if c.srv.ConnIdle != nil {
+		c.srv.ConnIdle(c.nc, true)
+	}
+	return c.waitFirstByte(time.Time{})
+}
+
+// nowIdle makes the connection idle, its response sent (waitAfter): false
+// when the server is shutting down, and the connection closes instead of
+// waiting.
+func (c *conn) nowIdle() bool {
+	if c.srv.ConnIdle != nil {
+		c.srv.ConnIdle(c.nc, true)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.idle = true
+	return !c.srv.track.shutting.Load()
+}
+
 // setActive leaves the idle state; false when a shutdown woke the
 // connection first.
 func (c *conn) setActive() bool {
@@ -194,7 +251,13 @@ func (c *conn) handle() bool {
 		c.handOver()
 		return false
 	}
-	if err := c.w.finish(); err != nil {
+	c.w.end()
+	if !c.w.closing() && c.body.Done() && len(c.rd.buffered()) == 0 && c.sock.Exchanges() {
+		// The response's last bytes go out with the wait for the next
+		// request (readHead, waitAfter).
+		return true
+	}
+	if err := c.w.Flush(); err != nil {
 		return false
 	}
 	return !c.w.closing() && c.drain()

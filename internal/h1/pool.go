@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -14,7 +15,8 @@ import (
 type Pool struct {
 	// DialTimeout bounds a dial (upstream connect_timeout); 0 none.
 	DialTimeout time.Duration
-	// HeaderTimeout bounds the wait for a response head, from the call
+	// HeaderTimeout bounds the wait for a response head (between it and
+	// 9/8 of it: reader.within), from the call
 	// to ReadResponse (upstream response_header_timeout); 0: ReadTimeout
 	// applies between its reads instead.
 	HeaderTimeout time.Duration
@@ -46,10 +48,12 @@ func (p *Pool) now() time.Time {
 }
 
 // Get returns a connection to addr ("host:port"): the most recently used
-// idle one that is still silent (no stray bytes or close seen since its
-// last response), else a new one. reused tells which: a reused
-// connection the upstream closed meanwhile fails on first use, and an
-// idempotent request may be retried on a new one (RFC 9110 §9.2.2).
+// idle one, else a new one. reused tells which. A reused connection is
+// probed before its head goes out (WriteHead, ReadResponse): one that
+// received stray bytes or a close while idle fails with ErrStale and
+// nothing sent, and the request goes on another; one the upstream closes
+// just after fails on first use, and an idempotent request may be retried
+// on a new one (RFC 9110 §9.2.2).
 func (p *Pool) Get(ctx context.Context, addr string) (u *UpstreamConn, reused bool, err error) {
 	if u := p.takeIdle(addr); u != nil {
 		return u, true, nil
@@ -79,10 +83,10 @@ func (p *Pool) Get(ctx context.Context, addr string) (u *UpstreamConn, reused bo
 	return u, false, nil
 }
 
-// takeIdle pops the most recent idle connection to addr that passes the
-// probe; others are closed.
+// takeIdle pops the most recent idle connection to addr, closing those
+// holding unread bytes. One idle past IdleTimeout is found when used
+// (idleTooLong), where the clock is read anyway.
 func (p *Pool) takeIdle(addr string) *UpstreamConn {
-	now := p.now()
 	for {
 		p.mu.Lock()
 		list := p.idle[addr]
@@ -94,7 +98,8 @@ func (p *Pool) takeIdle(addr string) *UpstreamConn {
 		list[len(list)-1] = nil
 		p.idle[addr] = list[:len(list)-1]
 		p.mu.Unlock()
-		if (p.IdleTimeout == 0 || now.Sub(u.since) < p.IdleTimeout) && len(u.rd.buffered()) == 0 && u.probe.Quiet() {
+		if len(u.rd.buffered()) == 0 {
+			u.reused = true
 			return u
 		}
 		u.nc.Close()
@@ -107,7 +112,9 @@ func (p *Pool) put(u *UpstreamConn) {
 	if max <= 0 {
 		max = 32
 	}
-	u.since = p.now()
+	// The reader read the clock at its last read or response head:
+	// close enough to the end of the exchange for an idle timeout.
+	u.since = u.rd.last
 	p.mu.Lock()
 	if p.closed || len(p.idle[u.addr]) >= max {
 		p.mu.Unlock()
@@ -149,7 +156,29 @@ type UpstreamConn struct {
 	since time.Time
 	bw    bodyWriter
 	probe IdleProbe
+	// reused: taken from the idle list, so probed before use. pending:
+	// a head without body, sent by ReadResponse with the wait for its
+	// answer (IdleProbe.Exchange).
+	reused  bool
+	pending []byte
+	watch   ClientWatch // WatchClient's, for the next ReadResponse
 }
+
+// ClientWatch tells whether the client whose request is being answered
+// has gone (ResponseWriter implements it).
+type ClientWatch interface{ Gone() bool }
+
+// clientCheck is how often a ReadResponse waiting for a head asks its
+// ClientWatch whether the client has gone.
+const clientCheck = time.Second
+
+// WatchClient makes the next ReadResponse ask c about every second
+// (clientCheck) while it waits for the response head, and fail with
+// ErrClientGone once c says the client has gone: the wait ends there, as
+// nginx ends a request whose client closed its connection (499) instead
+// of holding the upstream until response_header_timeout. It applies only
+// with a HeaderTimeout longer than the check.
+func (u *UpstreamConn) WatchClient(c ClientWatch) { u.watch = c }
 
 // Conn returns the network connection (for a tunnel after a 101).
 func (u *UpstreamConn) Conn() net.Conn { return u.nc }
@@ -168,13 +197,56 @@ func (u *UpstreamConn) Scratch() []byte { return u.out[:0] }
 // WriteHead sends the request head (AppendRequest) and returns the
 // writer for its body, framed as f (Length: the head's Content-Length
 // bytes are copied as they are; Chunked: each Write is one chunk, Close
-// writes the last chunk and trailer). A head without body still needs
-// no Close.
+// writes the last chunk and trailer). A head without body (NoBody) needs
+// no Close, and goes out with ReadResponse's wait for the answer. On a
+// reused connection that received anything while idle, it (or
+// ReadResponse) fails with ErrStale, nothing sent.
 func (u *UpstreamConn) WriteHead(head []byte, f Framing) (*bodyWriter, error) {
 	u.out = head[:0]
 	u.bw = bodyWriter{nc: u.nc, chunked: f == Chunked, buf: u.bw.buf}
+	if f == NoBody {
+		u.pending = head
+		return &u.bw, nil
+	}
+	if u.reused && (u.idleTooLong(u.pool.now()) || !u.probe.Quiet()) {
+		return &u.bw, ErrStale
+	}
 	_, err := u.nc.Write(head)
 	return &u.bw, err
+}
+
+// send sends the pending head, if any (WriteHead), and reads the first
+// bytes of the answer in the same wait (IdleProbe.Exchange), under the
+// read deadline ReadResponse has set; now is the clock's time.
+func (u *UpstreamConn) send(now time.Time) error {
+	head := u.pending
+	u.pending = nil
+	if u.reused && u.idleTooLong(now) {
+		return ErrStale
+	}
+	if u.rd.idle > 0 {
+		if err := u.rd.within(now, u.rd.idle); err != nil {
+			return err
+		}
+	}
+	n, sent, stale, err := u.probe.Exchange(head, u.rd.buf[u.rd.w:], u.reused, nil)
+	switch {
+	case stale:
+		return ErrStale
+	case err != nil:
+		if sent == len(head) { // the wait for the answer failed: a read's error
+			u.rd.err = err
+		}
+		return err
+	case n > 0:
+		u.rd.w += n
+		return nil
+	}
+	if u.reused && sent == 0 && !u.probe.Quiet() {
+		return ErrStale
+	}
+	_, err = u.nc.Write(head[sent:])
+	return err
 }
 
 // ReadResponse reads the next response head to a request with method,
@@ -182,12 +254,30 @@ func (u *UpstreamConn) WriteHead(head []byte, f Framing) (*bodyWriter, error) {
 // it comes: the caller forwards it and calls again for the final one.
 // The response's strings are valid until the next call or Release.
 func (u *UpstreamConn) ReadResponse(method string) (*Response, error) {
+	now := u.pool.now()
+	u.rd.last = now
+	var due time.Time // the head's own deadline, when the client is watched
 	if d := u.pool.HeaderTimeout; d > 0 {
-		u.rd.setDeadline(u.pool.now().Add(d))
+		step := d
+		if u.watch != nil && d > clientCheck {
+			step, due = clientCheck, now.Add(d)
+		}
+		u.rd.dueWithin(now, step)
 	} else {
 		u.rd.setIdle(u.pool.ReadTimeout)
 	}
+	watch := u.watch
+	u.watch = nil
 	u.rd.unpin()
+	if u.pending != nil {
+		err := u.send(now)
+		if err != nil && err == u.rd.err {
+			err = u.headWait(err, due, watch)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	from := 0
 	for {
 		n, next, why := scanHead(u.rd.buffered(), from, u.pool.Limits)
@@ -211,9 +301,37 @@ func (u *UpstreamConn) ReadResponse(method string) (*Response, error) {
 			if err == errFull {
 				return nil, HeadTooLarge
 			}
-			return nil, err
+			if err = u.headWait(err, due, watch); err != nil {
+				return nil, err
+			}
 		}
 	}
+}
+
+// headWait is ReadResponse's answer to a failed read while it waits for
+// a head: with a watched client (due set), a deadline passed before due
+// is a check — ErrClientGone when the client has gone, else nil and the
+// wait goes on (to the next check, or due). Any other error is returned.
+func (u *UpstreamConn) headWait(err error, due time.Time, watch ClientWatch) error {
+	if due.IsZero() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	if watch.Gone() {
+		return ErrClientGone
+	}
+	now := u.pool.now()
+	left := due.Sub(now)
+	if left <= 0 {
+		return err
+	}
+	u.rd.err = nil
+	return u.rd.dueWithin(now, min(left, clientCheck))
+}
+
+// idleTooLong reports whether u waited idle past the pool's IdleTimeout
+// before now: it is closed then, as the upstream may be closing it too.
+func (u *UpstreamConn) idleTooLong(now time.Time) bool {
+	return u.pool.IdleTimeout > 0 && now.Sub(u.since) >= u.pool.IdleTimeout
 }
 
 // Body returns the body of the response ReadResponse returned.
@@ -305,3 +423,16 @@ func appendHex(dst []byte, n int) []byte {
 
 // errClosedPool is Get's error after Close.
 var errClosedPool = errors.New("h1: pool closed")
+
+// ErrStale is the error of a reused connection that received stray bytes
+// or a close while idle, found before anything was sent on it: the
+// request may go on another connection whatever its method.
+var ErrStale = errors.New("h1: idle upstream connection received bytes or a close")
+
+// ErrClientGone is ReadResponse's error when the watched client has gone
+// (WatchClient) before the response head came.
+var ErrClientGone = errors.New("h1: the client left before the response head")
+
+// ErrNoWait is IdleProbe.Exchange's error when its done call said not to
+// wait for the answer.
+var ErrNoWait = errors.New("h1: exchange ended before the wait")

@@ -14,3 +14,14 @@ func (p *IdleProbe) Init(net.Conn) {}
 
 // Quiet reports true: nothing can be learned without a read.
 func (p *IdleProbe) Quiet() bool { return true }
+
+// Exchange does nothing here: the caller writes head and reads as usual.
+func (p *IdleProbe) Exchange(head, into []byte, probe bool, done func() bool) (n, sent int, stale bool, err error) {
+	return 0, 0, false, nil
+}
+
+// Exchanges reports false: Exchange leaves the work to the caller here.
+func (p *IdleProbe) Exchanges() bool { return false }
+
+// Gone reports false: nothing can be learned without a read.
+func (p *IdleProbe) Gone() bool { return false }

@@ -21,11 +21,14 @@ type reader struct {
 	pin int
 
 	// idle, when > 0, is the longest one read may wait: before each
-	// read the deadline is pushed to at least idle away (body_timeout,
-	// the upstream read_timeout). now is the clock (time.Now).
+	// read the deadline is put between idle and 9/8·idle away (within:
+	// body_timeout, the upstream read_timeout). until is the deadline
+	// last set through the reader (zero: none). now is the clock
+	// (time.Now).
 	idle  time.Duration
 	until time.Time
 	now   func() time.Time
+	last  time.Time // the clock's time at the last within
 }
 
 // initialBuf is a new reader's buffer size in bytes: most heads fit.
@@ -95,16 +98,33 @@ func (b *reader) fill() error {
 // set: only when less than idle is left, to 9/8 of idle, so a deadline is
 // not re-armed on every read.
 func (b *reader) read(p []byte) (int, error) {
-	if b.idle > 0 {
-		now := b.now()
-		if b.until.Sub(now) < b.idle {
-			b.until = now.Add(b.idle + b.idle/8)
-			if err := b.src.SetReadDeadline(b.until); err != nil {
-				return 0, err
-			}
-		}
+	if err := b.arm(); err != nil {
+		return 0, err
 	}
 	return b.src.Read(p)
+}
+
+// arm moves the deadline as read does before a read.
+func (b *reader) arm() error {
+	if b.idle > 0 {
+		return b.within(b.now(), b.idle)
+	}
+	return nil
+}
+
+// within makes the read deadline between d and d + d/8 from now (the
+// clock's time, read by the caller): it moves
+// the deadline only when it is outside that span, and then to d + d/8,
+// so a connection busy with request after request moves it once per d/8
+// instead of at every exchange (a timer change each time). A timeout
+// cut by it comes after between d and 9/8·d.
+func (b *reader) within(now time.Time, d time.Duration) error {
+	b.last = now
+	if left := b.until.Sub(now); !b.until.IsZero() && left >= d && left <= d+d/8 {
+		return nil
+	}
+	b.until = now.Add(d + d/8)
+	return b.src.SetReadDeadline(b.until)
 }
 
 // setDeadline sets a fixed read deadline (read_header_timeout) and stops
@@ -114,10 +134,21 @@ func (b *reader) setDeadline(t time.Time) error {
 	return b.src.SetReadDeadline(t)
 }
 
-// setIdle makes every read wait at most d (0: no deadline at all).
+// dueWithin sets a deadline for the whole of what is read next (a
+// response head): between d and 9/8·d from now (within), not moved by
+// reads until setIdle.
+func (b *reader) dueWithin(now time.Time, d time.Duration) error {
+	b.idle = 0
+	return b.within(now, d)
+}
+
+// setIdle makes every read wait at most d, give or take an eighth
+// (within; 0: no deadline at all). The deadline set is kept until a read
+// finds it outside that span.
 func (b *reader) setIdle(d time.Duration) error {
-	b.idle, b.until = d, time.Time{}
-	if d == 0 {
+	b.idle = d
+	if d == 0 && !b.until.IsZero() {
+		b.until = time.Time{}
 		return b.src.SetReadDeadline(time.Time{})
 	}
 	return nil

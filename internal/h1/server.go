@@ -93,16 +93,18 @@ const plain400 = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=
 
 // conn is one client connection's state, reused for each request.
 type conn struct {
-	srv     *Server
-	nc      net.Conn
-	rd      *reader
-	req     Request
-	body    Body
-	w       ResponseWriter
-	mu      sync.Mutex // guards idle against Shutdown's wake-up
-	idle    bool
-	scratch []byte // Scratch's storage
-	refused bool   // a head was refused: linger before the close
+	srv      *Server
+	nc       net.Conn
+	rd       *reader
+	req      Request
+	body     Body
+	w        ResponseWriter
+	mu       sync.Mutex // guards idle against Shutdown's wake-up
+	idle     bool
+	scratch  []byte      // Scratch's storage
+	refused  bool        // a head was refused: linger before the close
+	sock     IdleProbe   // the socket, for waitAfter
+	idleHook func() bool // c.nowIdle, made once: a method value per call would allocate
 }
 
 // ServeConn serves nc until the client or the server ends it, then
@@ -117,6 +119,8 @@ func (s *Server) ServeConn(nc net.Conn) {
 	}
 	c := &conn{srv: s, nc: nc, rd: newReader(nc, s.Limits.head(), s.now), scratch: make([]byte, 0, 4<<10)}
 	c.w.c = c
+	c.sock.Init(nc)
+	c.idleHook = c.nowIdle
 	c.body.reset(c.rd, NoBody, 0, 0)
 	c.req.Peer = peerOf(nc)
 	if tc, ok := nc.(*tls.Conn); ok {

@@ -49,6 +49,13 @@ func (w *ResponseWriter) closing() bool {
 		w.req.expect100 && !w.continued && !w.req.Body.Done()
 }
 
+// Gone reports whether the client has closed or reset its connection
+// (h1.ClientWatch), by a look at the socket that takes nothing: a client
+// that sent more (a pipelined request) or nothing yet is still there, as
+// nginx's check of a broken connection reads it. A connection that is not
+// a plain socket (TLS) is never seen gone.
+func (w *ResponseWriter) Gone() bool { return w.c.sock.Gone() }
+
 // CloseAfter makes the connection close after this response.
 func (w *ResponseWriter) CloseAfter() { w.closeAfter = true }
 
@@ -202,6 +209,13 @@ func (w *ResponseWriter) Trailer(h *Header) error {
 // finish completes the response after the handler: a 500 when it wrote
 // no head, the last chunk, and the output flushed.
 func (w *ResponseWriter) finish() error {
+	w.end()
+	return w.Flush()
+}
+
+// end completes the response in the output buffer (finish without the
+// flush).
+func (w *ResponseWriter) end() {
 	if !w.wroteHead {
 		w.closeAfter = true
 		w.WriteHead([]byte("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"), NoBody, 0)
@@ -212,7 +226,6 @@ func (w *ResponseWriter) finish() error {
 	if w.framing == Length && w.left > 0 {
 		w.closeAfter = true
 	}
-	return w.Flush()
 }
 
 // Hijack hands the connection over after the head written (a 101 to an

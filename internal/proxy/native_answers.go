@@ -99,8 +99,8 @@ func (a *answerWriter) flush(w *h1.ResponseWriter) {
 // answerRequest readies the http.Request rlproxy's answers are written
 // for (problem.go reads its path as the problem's instance and its
 // request id; upstream_errors.go its context): the view's fields, no body,
-// the background context (the engine does not watch the client while it
-// serves a request).
+// the background context (the engine watches the client only while it
+// waits for the response head: h1.UpstreamConn.WatchClient).
 func (n *nativeCall) answerRequest(r *h1.Request) {
 	v := &n.rc.view
 	clear(n.hdr)

@@ -104,6 +104,13 @@ func (n *nativeCall) send(w *h1.ResponseWriter, r *h1.Request, nr *nativeRoute, 
 			}
 		}
 		u.Discard()
+		if err == h1.ErrClientGone {
+			// Nobody to answer, nothing to blame on the server; settled
+			// as 499 (record.finalStatus).
+			w.CloseAfter()
+			n.left = true
+			return nil, nil, attemptFailure{err: err, blame: upstreampkg.BlameClientGone, bodyRead: read}
+		}
 		var why h1.Reason
 		if reused && !read && !isTimeout(err) && !errors.As(err, &why) && err != errSwitch {
 			continue
@@ -139,6 +146,7 @@ func copyBody(dst bodyWriter, body *h1.Body, buf []byte) (werr, rerr error) {
 // engine sends the client its own).
 func (n *nativeCall) final(w *h1.ResponseWriter, r *h1.Request, u *h1.UpstreamConn) (*h1.Response, error) {
 	for {
+		u.WatchClient(w)
 		resp, err := u.ReadResponse(r.Method())
 		switch {
 		case err != nil:

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"rlproxy/internal/config"
@@ -243,6 +244,19 @@ func (c *limitConn) Close() error {
 		c.l.m.Open.Dec()
 	}
 	return c.Conn.Close()
+}
+
+// SyscallConn returns the socket's raw connection when limitConn wraps a
+// socket: the engine writes a response's last bytes and waits for the
+// next request in one poller wait (h1.IdleProbe.Exchange). Such a write
+// never blocks (a socket that would block takes the rest through Write,
+// under write_timeout), so it needs no deadline of limitConn's.
+func (c *limitConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 // CloseWrite half-closes a TCP connection: net/http does so before closing
