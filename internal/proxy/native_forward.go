@@ -67,9 +67,12 @@ func (s *Server) forwardH1(n *nativeCall, w *h1.ResponseWriter, r *h1.Request, r
 }
 
 // send makes one attempt at addr: a connection from the pool, the head,
-// the body, the response head (1xx forwarded). A reused connection the
-// upstream closed while idle, found before any of the body was taken, is
-// replaced by another (as the std path's direct transport does).
+// the body, the response head (1xx forwarded). A reused connection found
+// stale (stray bytes, a close) before anything was sent on it is replaced
+// by another; so is one the upstream closed as a body-less idempotent
+// request's head went out (as the std path's direct transport does for
+// GET and HEAD). Another request is not sent twice: the upstream may have
+// acted on it (nginx's proxy_next_upstream, non_idempotent off).
 func (n *nativeCall) send(w *h1.ResponseWriter, r *h1.Request, nr *nativeRoute, addr string) (*h1.UpstreamConn, *h1.Response, attemptFailure) {
 	for {
 		u, reused, err := nr.pool.Get(context.Background(), addr)
@@ -111,8 +114,12 @@ func (n *nativeCall) send(w *h1.ResponseWriter, r *h1.Request, nr *nativeRoute, 
 			n.left = true
 			return nil, nil, attemptFailure{err: err, blame: upstreampkg.BlameClientGone, bodyRead: read}
 		}
+		// Again on another connection: one found stale before anything
+		// was sent, or an idempotent request (upstream.Retriable) on a
+		// reused one the upstream closed as the head went out.
 		var why h1.Reason
-		if reused && !read && !isTimeout(err) && !errors.As(err, &why) && err != errSwitch {
+		if err == h1.ErrStale || reused && !read && upstreampkg.Retriable(r.Method(), false, err) &&
+			!isTimeout(err) && !errors.As(err, &why) && err != errSwitch {
 			continue
 		}
 		return nil, nil, attemptFailure{err: err, bodyRead: read}

@@ -520,3 +520,60 @@ routes:
 	}
 	p.served(t)
 }
+
+// TestNativeNoReplayAfterSend: on a reused upstream connection that the
+// upstream closes after reading a request head (without answering), a
+// body-less GET goes again on a new connection (200) but a body-less POST
+// is not sent twice (502): the upstream may have acted on it.
+func TestNativeNoReplayAfterSend(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for n := 0; ; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					seen[req.Method+" "+req.URL.Path]++
+					mu.Unlock()
+					if n > 0 && strings.HasPrefix(req.URL.Path, "/drop") {
+						return // on a reused connection: read it, answer nothing
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				}
+			}()
+		}
+	}()
+	p := newNativeProxy(t, fmt.Sprintf("upstreams: { app: { url: \"http://%s\", retries: 0 } }\nroutes:\n  - { name: all, upstream: app }\n", ln.Addr()))
+	for _, tc := range []struct {
+		method string
+		status int
+		sent   int
+	}{{"GET", 200, 2}, {"POST", 502, 1}} {
+		path := "/drop-" + strings.ToLower(tc.method)
+		rs := exchange(t, p.addr, "GET /warm HTTP/1.1\r\nHost: a.test\r\n\r\n"+
+			tc.method+" "+path+" HTTP/1.1\r\nHost: a.test\r\n\r\n", 2)
+		mu.Lock()
+		got := seen[tc.method+" "+path]
+		mu.Unlock()
+		if rs[0].StatusCode != 200 || rs[1].StatusCode != tc.status || got != tc.sent {
+			t.Errorf("%s on a connection closed under it: %d then %d, the upstream got it %d times; want 200, %d, %d",
+				tc.method, rs[0].StatusCode, rs[1].StatusCode, got, tc.status, tc.sent)
+		}
+	}
+	p.served(t)
+}
