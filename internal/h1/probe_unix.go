@@ -76,11 +76,15 @@ func (p *IdleProbe) Quiet() bool {
 
 // Exchange sends head and waits for the first bytes of the answer, read
 // into into, in one wait on the runtime's poller: the read is armed before
-// the head goes out, so the answer's arrival wakes it and no read is spent
-// finding the answer not there yet (a read that would find nothing costs a
-// system call, and Go's poller only waits after one). With probe, the
-// socket is first checked for stray bytes or a close (Quiet): stale then,
-// and nothing is sent. It returns the bytes read (n > 0, or err: io.EOF
+// the head goes out, so the answer's arrival wakes it. One read is needed
+// after the arming (RawRead forgets readiness that came before it), and
+// it is made where it is worth most. With probe (an idle upstream
+// connection), it is the check for stray bytes or a close (Quiet) before
+// the head — stale then, and nothing sent — and the answer, which cannot
+// come before the head, is not looked for before the wait: no read is
+// spent finding it not there yet (Go's poller waits only after a read
+// found nothing). Without, it is made after the head, when the answer may
+// already be there. It returns the bytes read (n > 0, or err: io.EOF
 // for a close); sent < len(head) with neither means the socket took only
 // part of the head without waiting, and the caller writes the rest and
 // reads as usual (always so on a connection that is not a socket, as
@@ -102,8 +106,8 @@ func (p *IdleProbe) Exchange(head, into []byte, probe bool, done func() bool) (n
 }
 
 // run is Exchange's step, called by the poller with the socket: first the
-// probe and the head, then (woken by readiness) the answer's read. It
-// returns true when done.
+// probe and the head, then the answer's read: at once without a probe,
+// else woken by readiness. It returns true when done.
 func (x *exchange) run(fd uintptr) bool {
 	if !x.waiting {
 		if x.probe {
@@ -131,8 +135,20 @@ func (x *exchange) run(fd uintptr) bool {
 			x.err = ErrNoWait
 			return true
 		}
-		return false
+		if x.probe {
+			return false
+		}
+		// Unprobed, the socket was last read before this read was armed
+		// (RawRead's reset): bytes or a close that came since (a
+		// pipelined request, a half-close during the handler) left no
+		// readiness to wake the wait, so one read looks first.
 	}
+	return x.read(fd)
+}
+
+// read is the answer's read: false (wait for readiness) when nothing is
+// there yet.
+func (x *exchange) read(fd uintptr) bool {
 	for {
 		k, err := syscall.Read(int(fd), x.into)
 		switch {
@@ -164,11 +180,13 @@ func (p *IdleProbe) Gone() bool {
 		return false
 	}
 	gone := false
-	err := p.raw.Read(func(fd uintptr) bool {
+	// Control, not Read: no read deadline applies (the client's may have
+	// passed while it waits for its answer) and the poller's readiness
+	// is left as it is.
+	err := p.raw.Control(func(fd uintptr) {
 		var b [1]byte
 		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		gone = err == nil && n == 0 || err != nil && err != syscall.EAGAIN && err != syscall.EINTR
-		return true
 	})
 	return gone || err != nil
 }

@@ -23,6 +23,7 @@ type ResponseWriter struct {
 
 	wroteHead, continued, hijacked, closeAfter bool
 	informed, handOver                         bool // a 1xx sent; HandOver called
+	abandoned                                  bool // Abandon: nothing more goes out
 }
 
 // ErrHeadWritten is returned by WriteHead, Continue and Informational
@@ -58,6 +59,12 @@ func (w *ResponseWriter) Gone() bool { return w.c.sock.Gone() }
 
 // CloseAfter makes the connection close after this response.
 func (w *ResponseWriter) CloseAfter() { w.closeAfter = true }
+
+// Abandon ends the response where it is and closes the connection: no
+// answer (not the 500 a handler that wrote nothing gets) and nothing still
+// buffered goes out, for a client that has gone (nginx's 499: it closes
+// without answering).
+func (w *ResponseWriter) Abandon() { w.closeAfter, w.abandoned = true, true }
 
 // Scratch returns an empty slice with room to build a head in (reused
 // for each response).
@@ -216,6 +223,10 @@ func (w *ResponseWriter) finish() error {
 // end completes the response in the output buffer (finish without the
 // flush).
 func (w *ResponseWriter) end() {
+	if w.abandoned {
+		w.out = w.out[:0]
+		return
+	}
 	if !w.wroteHead {
 		w.closeAfter = true
 		w.WriteHead([]byte("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"), NoBody, 0)

@@ -110,7 +110,7 @@ func (n *nativeCall) send(w *h1.ResponseWriter, r *h1.Request, nr *nativeRoute, 
 		if err == h1.ErrClientGone {
 			// Nobody to answer, nothing to blame on the server; settled
 			// as 499 (record.finalStatus).
-			w.CloseAfter()
+			w.Abandon()
 			n.left = true
 			return nil, nil, attemptFailure{err: err, blame: upstreampkg.BlameClientGone, bodyRead: read}
 		}

@@ -577,3 +577,49 @@ func TestNativeNoReplayAfterSend(t *testing.T) {
 	}
 	p.served(t)
 }
+
+// TestNativeClientGoneWhileAwaited: a client that half-closes its
+// connection after its request, while the upstream has not answered, is
+// seen gone (about a second): it gets no answer at all (as nginx closes
+// without one, 499), not a 500, and the upstream connection is closed.
+func TestNativeClientGoneWhileAwaited(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	upClosed := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, c) // never answers; returns when the proxy closes
+		close(upClosed)
+	}()
+	p := newNativeProxy(t, fmt.Sprintf("upstreams: { app: { url: \"http://%s\", response_header_timeout: 60s } }\nroutes:\n  - { name: all, upstream: app }\n", ln.Addr()))
+	c, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /hang HTTP/1.1\r\nHost: a.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("the gone client got %q, %v; want the connection closed without an answer", got, err)
+	}
+	select {
+	case <-upClosed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream connection was not closed")
+	}
+	p.served(t)
+}
