@@ -159,9 +159,7 @@ func TestExchangeHalfCloseDuringHandler(t *testing.T) {
 		for !peekEOF(w.c.nc) { // the FIN is in the socket, unread
 			runtime.Gosched()
 		}
-		head := AppendField(AppendStatusLine(w.Scratch(), 200, "OK"), "Content-Length", "2")
-		w.WriteHead(append(head, "\r\n"...), Length, 2)
-		io.WriteString(w, "ok")
+		answerOK(w)
 	})}
 	startServing(t, ln, srv)
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -203,9 +201,7 @@ func TestSlowlorisLaterHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := &Server{IdleTimeout: 5 * time.Second, ReadHeaderTimeout: 500 * time.Millisecond, Handler: HandlerFunc(func(w *ResponseWriter, r *Request) {
-		head := AppendField(AppendStatusLine(w.Scratch(), 200, "OK"), "Content-Length", "2")
-		w.WriteHead(append(head, "\r\n"...), Length, 2)
-		io.WriteString(w, "ok")
+		answerOK(w)
 	})}
 	startServing(t, ln, srv)
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -236,4 +232,11 @@ func TestSlowlorisLaterHead(t *testing.T) {
 		c.Write([]byte{head[i]})
 	}
 	t.Fatalf("the whole head trickled over %v and the server never cut it", time.Since(start))
+}
+
+// answerOK answers 200 with the body "ok".
+func answerOK(w *ResponseWriter) {
+	head := AppendField(AppendStatusLine(w.Scratch(), 200, "OK"), "Content-Length", "2")
+	w.WriteHead(append(head, "\r\n"...), Length, 2)
+	io.WriteString(w, "ok")
 }

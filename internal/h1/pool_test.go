@@ -11,42 +11,30 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"rlproxy/internal/testutil/netutil"
 )
 
 // TestPoolIdleProbe: a connection on which the upstream sent a byte past
 // its response, or which it closed, is not reused; a silent one is.
 func TestPoolIdleProbe(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for n := 0; ; n++ {
-			c, err := ln.Accept()
+	addr := netutil.ServeConns(t, func(c net.Conn) {
+		buf := make([]byte, 4096)
+		for {
+			k, err := c.Read(buf)
 			if err != nil {
 				return
 			}
-			go func() {
-				buf := make([]byte, 4096)
-				for {
-					k, err := c.Read(buf)
-					if err != nil {
-						c.Close()
-						return
-					}
-					reply := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-					if strings.Contains(string(buf[:k]), "/stray") {
-						reply += "HTTP/1.1 200 OK\r\n"
-					}
-					io.WriteString(c, reply)
-				}
-			}()
+			reply := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+			if strings.Contains(string(buf[:k]), "/stray") {
+				reply += "HTTP/1.1 200 OK\r\n"
+			}
+			io.WriteString(c, reply)
 		}
-	}()
+	})
 	p := &Pool{}
 	exchange := func(target string) bool {
-		u, reused, err := p.Get(context.Background(), ln.Addr().String())
+		u, reused, err := p.Get(context.Background(), addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,38 +136,24 @@ func TestPoolHeaderTimeout(t *testing.T) {
 // would otherwise take for it.
 func TestPoolStaleIdle(t *testing.T) {
 	for _, f := range []Framing{NoBody, Length} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
 		heads := make(chan string, 8)
 		strayNow := make(chan struct{})
-		go func() {
+		addr := netutil.ServeConns(t, func(c net.Conn) {
+			buf := make([]byte, 4096)
 			for {
-				c, err := ln.Accept()
+				k, err := c.Read(buf)
 				if err != nil {
 					return
 				}
-				go func() {
-					defer c.Close()
-					buf := make([]byte, 4096)
-					for {
-						k, err := c.Read(buf)
-						if err != nil {
-							return
-						}
-						heads <- c.RemoteAddr().String() + " " + strings.SplitN(string(buf[:k]), " ", 3)[1]
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-						if strings.Contains(string(buf[:k]), "/stray") {
-							<-strayNow
-							io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil")
-						}
-					}
-				}()
+				heads <- c.RemoteAddr().String() + " " + strings.SplitN(string(buf[:k]), " ", 3)[1]
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				if strings.Contains(string(buf[:k]), "/stray") {
+					<-strayNow
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil")
+				}
 			}
-		}()
+		})
 		p := &Pool{}
-		addr := ln.Addr().String()
 		get := func() *UpstreamConn {
 			u, _, err := p.Get(context.Background(), addr)
 			if err != nil {
@@ -225,7 +199,6 @@ func TestPoolStaleIdle(t *testing.T) {
 			t.Fatalf("%v: the upstream received %q after %q, want /fresh on a new connection", f, second, first)
 		}
 		u.Discard()
-		ln.Close()
 	}
 }
 
@@ -257,35 +230,21 @@ func waitReadable(t *testing.T, c net.Conn) {
 // used again: its exchange fails with ErrStale before anything is sent,
 // and the next Get dials a new one. One idle for less is reused.
 func TestPoolIdleTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	conns := make(chan string, 8)
-	go func() {
+	addr := netutil.ServeConns(t, func(c net.Conn) {
+		conns <- c.RemoteAddr().String()
+		buf := make([]byte, 4096)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := c.Read(buf); err != nil {
 				return
 			}
-			conns <- c.RemoteAddr().String()
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-				}
-			}()
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
-	}()
+	})
 	now := time.Unix(1_000_000, 0)
 	p := &Pool{IdleTimeout: time.Minute, Now: func() time.Time { return now }}
 	exchange := func() (reused bool, err error) {
-		u, reused, err := p.Get(context.Background(), ln.Addr().String())
+		u, reused, err := p.Get(context.Background(), addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,27 +286,11 @@ func (g *goneWatch) Gone() bool { return g.gone.Load() }
 // left (about a second, clientCheck), not at HeaderTimeout; an unwatched
 // one, or one whose client stays, waits until HeaderTimeout.
 func TestPoolWatchClient(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(io.Discard, c) // never answers
-			}()
-		}
-	}()
+	addr := netutil.ServeConns(t, func(c net.Conn) { io.Copy(io.Discard, c) }) // never answers
 	watched := &Pool{HeaderTimeout: time.Minute}
 	p := &Pool{HeaderTimeout: 2500 * time.Millisecond}
 	wait := func(p *Pool, w ClientWatch) (time.Duration, error) {
-		u, _, err := p.Get(context.Background(), ln.Addr().String())
+		u, _, err := p.Get(context.Background(), addr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"rlproxy/internal/h1"
 	"rlproxy/internal/testutil/memconn"
+	"rlproxy/internal/testutil/netutil"
 )
 
 // The engine's path in process: ServeH1 driven by h1.Server.ServeConn
@@ -146,33 +147,18 @@ func contentLength(head []byte) int {
 
 // loopUpstream answers memReply to every request over loopback.
 func loopUpstream(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
+	return netutil.ServeConns(b, func(c net.Conn) {
+		m := &msgReader{c: c, buf: make([]byte, 64<<10)}
+		reply := []byte(memReply)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := m.next(); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				m := &msgReader{c: c, buf: make([]byte, 64<<10)}
-				reply := []byte(memReply)
-				for {
-					if _, err := m.next(); err != nil {
-						return
-					}
-					if _, err := c.Write(reply); err != nil {
-						return
-					}
-				}
-			}()
+			if _, err := c.Write(reply); err != nil {
+				return
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // BenchmarkEngines is one keep-alive client over loopback through the

@@ -19,6 +19,7 @@ import (
 	"rlproxy/internal/h1"
 	"rlproxy/internal/policy"
 	"rlproxy/internal/store/memory"
+	"rlproxy/internal/testutil/netutil"
 )
 
 // nativeProxy is a Server (memory store) served by a real h1.Server over
@@ -526,39 +527,25 @@ routes:
 // body-less GET goes again on a new connection (200) but a body-less POST
 // is not sent twice (502): the upstream may have acted on it.
 func TestNativeNoReplayAfterSend(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	var mu sync.Mutex
 	seen := map[string]int{}
-	go func() {
-		for {
-			c, err := ln.Accept()
+	addr := netutil.ServeConns(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		for n := 0; ; n++ {
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for n := 0; ; n++ {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					mu.Lock()
-					seen[req.Method+" "+req.URL.Path]++
-					mu.Unlock()
-					if n > 0 && strings.HasPrefix(req.URL.Path, "/drop") {
-						return // on a reused connection: read it, answer nothing
-					}
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-				}
-			}()
+			mu.Lock()
+			seen[req.Method+" "+req.URL.Path]++
+			mu.Unlock()
+			if n > 0 && strings.HasPrefix(req.URL.Path, "/drop") {
+				return // on a reused connection: read it, answer nothing
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
-	}()
-	p := newNativeProxy(t, fmt.Sprintf("upstreams: { app: { url: \"http://%s\", retries: 0 } }\nroutes:\n  - { name: all, upstream: app }\n", ln.Addr()))
+	})
+	p := newNativeProxy(t, fmt.Sprintf("upstreams: { app: { url: \"http://%s\", retries: 0 } }\nroutes:\n  - { name: all, upstream: app }\n", addr))
 	for _, tc := range []struct {
 		method string
 		status int
@@ -583,25 +570,15 @@ func TestNativeNoReplayAfterSend(t *testing.T) {
 // seen gone (about a second): it gets no answer at all (as nginx closes
 // without one, 499), not a 500, and the upstream connection is closed.
 func TestNativeClientGoneWhileAwaited(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	upClosed := make(chan struct{})
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	addr := netutil.ServeConns(t, func(c net.Conn) {
 		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
 			return
 		}
 		_, _ = io.Copy(io.Discard, c) // never answers; returns when the proxy closes
 		close(upClosed)
-	}()
-	p := newNativeProxy(t, fmt.Sprintf("upstreams: { app: { url: \"http://%s\", response_header_timeout: 60s } }\nroutes:\n  - { name: all, upstream: app }\n", ln.Addr()))
+	})
+	p := newNativeProxy(t, fmt.Sprintf("upstreams: { app: { url: \"http://%s\", response_header_timeout: 60s } }\nroutes:\n  - { name: all, upstream: app }\n", addr))
 	c, err := net.Dial("tcp", p.addr)
 	if err != nil {
 		t.Fatal(err)

@@ -197,3 +197,38 @@ func (l *LockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// CleanupTB is TB with Cleanup (see testing.TB), for the helpers that stop
+// what they started when the test ends.
+type CleanupTB interface {
+	TB
+	// Cleanup registers f to run when the test ends (see testing.TB).
+	Cleanup(f func())
+}
+
+// ServeConns serves each connection accepted on a new loopback listener
+// with handle, in a goroutine of its own, closing the connection when
+// handle returns, until the test ends (the listener closes then). It
+// returns the listener's address: a raw upstream or peer for tests that
+// need exact bytes on the wire.
+func ServeConns(t CleanupTB, handle func(c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
