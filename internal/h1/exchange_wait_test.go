@@ -22,13 +22,9 @@ import (
 // arrival is gone by then: IdleProbe.Exchange reads once after the
 // write).
 func TestExchangePipelinedDuringHandler(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	started, second := make(chan struct{}), make(chan struct{})
 	n := 0
-	srv := &Server{IdleTimeout: 5 * time.Second, Handler: HandlerFunc(func(w *ResponseWriter, r *Request) {
+	srv := &Server{IdleTimeout: 30 * time.Second, Handler: HandlerFunc(func(w *ResponseWriter, r *Request) {
 		n++
 		if n == 1 {
 			close(started)
@@ -40,12 +36,7 @@ func TestExchangePipelinedDuringHandler(t *testing.T) {
 		w.WriteHead(append(head, "\r\n"...), Length, int64(len(body)))
 		io.WriteString(w, body)
 	})}
-	startServing(t, ln, srv)
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := serveAndDial(t, srv)
 	br := bufio.NewReader(c)
 	if _, err := io.WriteString(c, "GET /1 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
@@ -55,7 +46,7 @@ func TestExchangePipelinedDuringHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(second)
-	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	start := time.Now()
 	for i, want := range []string{"r1", "r2"} {
 		resp, err := http.ReadResponse(br, nil)
@@ -77,7 +68,7 @@ func waitPending(t *testing.T, c net.Conn) {
 		t.Error(err)
 		return
 	}
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); runtime.Gosched() {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); runtime.Gosched() {
 		n := 0
 		raw.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
 		if n > 0 {
@@ -128,16 +119,7 @@ func TestWatchClientAfterItsDeadline(t *testing.T) {
 			head := AppendField(AppendStatusLine(w.Scratch(), 200, "OK"), "Content-Length", "0")
 			w.WriteHead(append(head, "\r\n"...), Length, 0)
 		})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	startServing(t, ln, srv)
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := serveAndDial(t, srv)
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	if err := <-got; err != nil {
 		t.Fatalf("ReadResponse: %v, want the upstream's 200 (the client is still connected)", err)
@@ -148,12 +130,8 @@ func TestWatchClientAfterItsDeadline(t *testing.T) {
 // half-closes (FIN) while the handler runs gets its response and then the
 // server's close at once, not after idle_timeout.
 func TestExchangeHalfCloseDuringHandler(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	started, fin := make(chan struct{}), make(chan struct{})
-	srv := &Server{IdleTimeout: 5 * time.Second, Handler: HandlerFunc(func(w *ResponseWriter, r *Request) {
+	srv := &Server{IdleTimeout: 30 * time.Second, Handler: HandlerFunc(func(w *ResponseWriter, r *Request) {
 		close(started)
 		<-fin
 		for !peekEOF(w.c.nc) { // the FIN is in the socket, unread
@@ -161,17 +139,12 @@ func TestExchangeHalfCloseDuringHandler(t *testing.T) {
 		}
 		answerOK(w)
 	})}
-	startServing(t, ln, srv)
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := serveAndDial(t, srv)
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	<-started
 	c.(*net.TCPConn).CloseWrite()
 	close(fin)
-	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	start := time.Now()
 	b, err := io.ReadAll(c)
 	if err != nil {
@@ -194,21 +167,12 @@ func peekEOF(c net.Conn) bool {
 
 // TestSlowlorisLaterHead: after a first exchange, a client trickling
 // its second head a byte at a time is cut at read_header_timeout (0.5 s
-// here, well before idle_timeout 5 s).
+// here, well before idle_timeout 30 s).
 func TestSlowlorisLaterHead(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &Server{IdleTimeout: 5 * time.Second, ReadHeaderTimeout: 500 * time.Millisecond, Handler: HandlerFunc(func(w *ResponseWriter, r *Request) {
+	srv := &Server{IdleTimeout: 30 * time.Second, ReadHeaderTimeout: 500 * time.Millisecond, Handler: HandlerFunc(func(w *ResponseWriter, r *Request) {
 		answerOK(w)
 	})}
-	startServing(t, ln, srv)
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := serveAndDial(t, srv)
 	br := bufio.NewReader(c)
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	if resp, err := http.ReadResponse(br, nil); err != nil {
@@ -223,7 +187,7 @@ func TestSlowlorisLaterHead(t *testing.T) {
 	for i := 0; i < len(head); i++ {
 		select {
 		case d := <-fin:
-			if d > 1500*time.Millisecond {
+			if d > 3*time.Second {
 				t.Fatalf("cut after %v, want about read_header_timeout (500 ms)", d)
 			}
 			return
@@ -239,4 +203,21 @@ func answerOK(w *ResponseWriter) {
 	head := AppendField(AppendStatusLine(w.Scratch(), 200, "OK"), "Content-Length", "2")
 	w.WriteHead(append(head, "\r\n"...), Length, 2)
 	io.WriteString(w, "ok")
+}
+
+// serveAndDial serves srv on a new loopback listener and returns a client
+// connection to it, closed when the test ends.
+func serveAndDial(t *testing.T, srv *Server) net.Conn {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startServing(t, ln, srv)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

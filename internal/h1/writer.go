@@ -213,15 +213,9 @@ func (w *ResponseWriter) Trailer(h *Header) error {
 	return nil
 }
 
-// finish completes the response after the handler: a 500 when it wrote
-// no head, the last chunk, and the output flushed.
-func (w *ResponseWriter) finish() error {
-	w.end()
-	return w.Flush()
-}
-
-// end completes the response in the output buffer (finish without the
-// flush).
+// end completes the response after the handler, in the output buffer: a
+// 500 when it wrote no head (none at all after Abandon), the last chunk.
+// The caller flushes it, or sends it with the next wait (conn.waitAfter).
 func (w *ResponseWriter) end() {
 	if w.abandoned {
 		w.out = w.out[:0]
