@@ -3,6 +3,7 @@ package allotment
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,18 +13,43 @@ import (
 	"rlproxy/internal/testutil/rediscluster"
 )
 
+// pacedClock is a test clock (Unix ms) that stands still within a round
+// and between rounds steps by a fixed amount, or by twice the real time
+// the round took if that is more. Valkey expires a key in real
+// milliseconds (PX set from the injected clock's "now"): a clock that
+// lagged real time would see a window's count expire before its edge and
+// admit the limit twice, and one that merely kept pace could still see
+// it expire in the edge's last round. Running at least twice as fast
+// leaves a key written in an earlier round alive until the clock passed
+// its edge.
+type pacedClock struct {
+	ns    atomic.Int64 // the clock in Unix ns: sub-ms steps add up
+	since time.Time    // when the round began
+}
+
+func (c *pacedClock) now() int64 { return c.ns.Load() / 1e6 }
+
+// step ends a round.
+func (c *pacedClock) step(d time.Duration) {
+	t := time.Now()
+	c.ns.Add(int64(max(d, 2*t.Sub(c.since))))
+	c.since = t
+}
+
 // TestClusterSlots: two instances on a 3-master cluster, 24 hot keys in
 // 24 distinct hash slots (over the masters), a fixed window across an edge
 // (each key's next window prefetched on its own slot). Per key and window
 // the fleet admits at most the limit, and once both instances returned
 // their units the store's count of every key is exactly its admissions
-// in the current window.
+// in the current window. The clock steps 10 ms per round (400 rounds
+// per window on a fast machine; a slow one still has more than the
+// limit while its rounds take under 20 ms).
 func TestClusterSlots(t *testing.T) {
 	cl := rediscluster.Start(t, 3)
-	const W, count, keys = 60_000, 100, 24
+	const W, count, keys, span = 60_000, 100, 24, 4000
 	edge := (base/W + 1) * W
-	c := &clock{}
-	c.ms.Store(edge - 1500)
+	c := &pacedClock{since: time.Now()}
+	c.ns.Store((edge - span) * 1e6)
 	var fl []*Layer
 	for range 2 {
 		vs, err := valkey.New(context.Background(), valkey.Options{Addrs: cl.Addrs, KeyPrefix: "rl:", Timeout: 5 * time.Second})
@@ -50,7 +76,8 @@ func TestClusterSlots(t *testing.T) {
 		t.Fatalf("%d keys in %d slots", keys, len(slots))
 	}
 	admitted := map[string]int64{} // key@window
-	for r := 0; c.now() < edge+1500; r++ {
+	c.since = time.Now()
+	for r := 0; c.now() < edge+span; r++ {
 		now := c.now()
 		for k := range keys {
 			var out [1]algo.Decision
@@ -62,7 +89,7 @@ func TestClusterSlots(t *testing.T) {
 				admitted[fmt.Sprintf("%s@%d", name(k), now/W)]++
 			}
 		}
-		c.ms.Add(10)
+		c.step(10 * time.Millisecond)
 	}
 	var f uint64
 	for _, l := range fl {
@@ -77,7 +104,7 @@ func TestClusterSlots(t *testing.T) {
 	for k := range keys {
 		before, after := admitted[fmt.Sprintf("%s@%d", name(k), edge/W-1)], admitted[fmt.Sprintf("%s@%d", name(k), edge/W)]
 		if before != count || after != count {
-			t.Errorf("%s: admitted %d before the edge and %d after, want %d and %d (150 requests each)", name(k), before, after, count, count)
+			t.Errorf("%s: admitted %d before the edge and %d after, want %d and %d", name(k), before, after, count, count)
 		}
 		var out [1]algo.Decision
 		ck := [1]store.Check{{Key: name(k), Limit: lim}}

@@ -82,8 +82,9 @@ func (g *generation) release() {
 }
 
 // close closes what g holds alone and releases what it shares with
-// other generations.
-func (g *generation) close() {
+// other generations; then it runs done (nil: nothing) and signals
+// g.closed, so whoever waits for that sees done's effect.
+func (g *generation) close(done func()) {
 	if g.rt != nil {
 		g.rt.Close()
 	}
@@ -92,6 +93,9 @@ func (g *generation) close() {
 	}
 	if g.access != nil {
 		g.access.release()
+	}
+	if done != nil {
+		done()
 	}
 	close(g.closed)
 }
@@ -186,8 +190,7 @@ func (gs *generations) retire(old *generation, capAfter time.Duration) {
 		if old.older != nil {
 			<-old.older
 		}
-		old.close()
-		gs.retained.Dec()
+		old.close(gs.retained.Dec) // before shutdown's wait on closed ends
 	}()
 }
 

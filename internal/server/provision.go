@@ -67,7 +67,7 @@ func newProcess(opts Options) *process {
 func (a *App) provision(cfg *config.Config, cur *generation) (*generation, error) {
 	g := newGeneration(cfg)
 	if err := a.provisionParts(g, cur); err != nil {
-		g.close()
+		g.close(nil)
 		return nil, err
 	}
 	return g, nil

@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"errors"
-	"hash/crc32"
 	"net"
 	"net/http"
 	"net/netip"
@@ -43,7 +42,7 @@ func (p *Pool) Begin(t *Trip, x *Exchange, v *reqview.View) {
 		if x != nil {
 			ip = x.ClientIP
 		}
-		t.hash = crc32.ChecksumIEEE(p.hashKey.Key(buf[:0], v, ip))
+		t.hash = ringHash(p.hashKey.Key(buf[:0], v, ip))
 	}
 	t.start = p.now()
 	t.now = t.start
