@@ -12,6 +12,7 @@ import (
 	"rlproxy/internal/algo"
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
+	"rlproxy/internal/intern"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/store"
 )
@@ -30,6 +31,7 @@ func New(cfg *config.Config, opts Options) (*Limiter, error) {
 		now:       opts.Now,
 		log:       opts.Log,
 		control:   opts.Control,
+		keys:      intern.New(),
 	}
 	if l.metrics == nil {
 		l.metrics = metrics.Discard()

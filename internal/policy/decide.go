@@ -164,7 +164,7 @@ func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, v *
 	case rule != nil && rule.Action == control.ActionBan:
 		b = append(b, '}')
 		b = append(b, p.keyTail...)
-		res.keyBuf, it.key = b, string(b) // the refusal log and the admin page name the client
+		res.keyBuf, it.key = b, l.keys.String(b) // the refusal log and the admin page name the client
 		l.addRefused(res, it, RefusedBan, rule.Left(l.nowMillis()))
 		return
 	case rule != nil && rule.Action == control.ActionExempt || exempt(p, ip): // passes, not counted, no check
@@ -177,7 +177,7 @@ func (l *Limiter) addItem(res *Result, p *Policy, c *metrics.PolicyCounters, v *
 	b = append(b, '}')
 	b = append(b, p.keyTail...)
 	res.keyBuf = b
-	ck := store.Check{Key: string(b), Limit: it.Policy.Limit, Cost: res.cost, Allot: p.allot}
+	ck := store.Check{Key: l.keys.String(b), Limit: it.Policy.Limit, Cost: res.cost, Allot: p.allot}
 	if p.Limit.Kind == algo.Concurrency && res.cost > 0 {
 		ck.Cost = 1
 		ck.Lease = l.leaseBase + strconv.FormatUint(l.leaseSeq.Add(1), 36)

@@ -29,6 +29,7 @@ import (
 	"rlproxy/internal/clientkey"
 	"rlproxy/internal/config"
 	"rlproxy/internal/control"
+	"rlproxy/internal/intern"
 	"rlproxy/internal/metrics"
 	"rlproxy/internal/reqview"
 	"rlproxy/internal/store"
@@ -168,6 +169,7 @@ type Limiter struct {
 	log       *slog.Logger
 	control   *control.Controller // operators' entries; nil: none
 	overrides sync.Map            // *control.Rule → *Policy with its limit (overridden)
+	keys      *intern.Cache       // store keys of recent clients: a returning one allocates none
 }
 
 // Options are the collaborators of a Limiter.
