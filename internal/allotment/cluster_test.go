@@ -18,10 +18,10 @@ import (
 // the round took if that is more. Valkey expires a key in real
 // milliseconds (PX set from the injected clock's "now"): a clock that
 // lagged real time would see a window's count expire before its edge and
-// admit the limit twice, and one that merely kept pace could still see
-// it expire in the edge's last round. Running at least twice as fast
-// leaves a key written in an earlier round alive until the clock passed
-// its edge.
+// admit the limit twice. Running at least twice as fast, a key written in
+// one round is read in a later round before the edge only while it lives,
+// unless that later round alone took longer than all rounds since the
+// write.
 type pacedClock struct {
 	ns    atomic.Int64 // the clock in Unix ns: sub-ms steps add up
 	since time.Time    // when the round began
