@@ -76,3 +76,58 @@ func TestStringConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestStringHitRate: with 1,000 keys in turn (many clients, each coming
+// back), fewer than 5 % of lookups allocate once every key was seen. A set
+// of four overflows for about 0.3 % of sets at this load, so the expected
+// figure is near 1 %; a direct-mapped cache of 4096 slots missed about
+// 20 %.
+func TestStringHitRate(t *testing.T) {
+	c := New()
+	keys := make([][]byte, 1000)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "rl:v2:{198.51.%d.%d}:api", i/256, i%256)
+		c.String(keys[i])
+	}
+	misses := testing.AllocsPerRun(20, func() {
+		for _, k := range keys {
+			c.String(k)
+		}
+	})
+	if misses >= 50 {
+		t.Fatalf("%v of %d lookups allocated, want under 5 %%", misses, len(keys))
+	}
+	t.Logf("%v of %d lookups of returning keys allocated", misses, len(keys))
+}
+
+// BenchmarkString: a returning key (hit), a new key every time (miss,
+// all sets full) and plain string(b) for comparison, 26-byte keys.
+func BenchmarkString(b *testing.B) {
+	c := New()
+	keys := make([][]byte, 1<<16)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "rl:v2:{203.0.%03d.%03d}:api", i>>8, i&255)
+		c.String(keys[i])
+	}
+	b.Run("hit", func(b *testing.B) {
+		for b.Loop() {
+			c.String(keys[0])
+		}
+	})
+	b.Run("miss", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			c.String(keys[i&(len(keys)-1)])
+			i++
+		}
+	})
+	b.Run("convert", func(b *testing.B) {
+		i := 0
+		var s string
+		for b.Loop() {
+			s = string(keys[i&(len(keys)-1)])
+			i++
+		}
+		_ = s
+	})
+}
