@@ -119,9 +119,9 @@ type ringPoint struct {
 // 32-bit finalizer. CRC-32 alone is linear, so labels that differ in a
 // few digits (ports, the last octet) put their points in correlated
 // places: for 2 % of port choices, one of three servers on loopback got
-// under a sixth of the clients. The finalizer spreads every input bit over the whole
-// hash; the placement still depends on bytes alone, so every instance
-// agrees.
+// under a sixth of the clients (TestRingBalance). The finalizer spreads
+// every input bit over the whole hash; the placement still depends on
+// bytes alone, so every instance agrees.
 func ringHash(b []byte) uint32 {
 	h := crc32.ChecksumIEEE(b)
 	h ^= h >> 16
