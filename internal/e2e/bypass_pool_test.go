@@ -20,6 +20,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/nginxtest"
 	"rlproxy/internal/testutil/rlproxytest"
 )
@@ -31,7 +32,7 @@ import (
 // upstream that switches whenever it is asked (h2c included), except for
 // the path /first, where it declines (200).
 type bpUpstream struct {
-	ln   net.Listener
+	addr string
 	mu   sync.Mutex
 	seen []bpSeen
 }
@@ -44,25 +45,12 @@ type bpSeen struct {
 
 func newBPUpstream(t *testing.T) *bpUpstream {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &bpUpstream{ln: ln}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go u.serve(c)
-		}
-	}()
+	u := &bpUpstream{}
+	u.addr = netutil.ServeConns(t, u.serve)
 	return u
 }
 
-func (u *bpUpstream) url() string { return "http://" + u.ln.Addr().String() }
+func (u *bpUpstream) url() string { return "http://" + u.addr }
 
 func (u *bpUpstream) serve(c net.Conn) {
 	defer c.Close()

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"rlproxy/internal/testutil/netutil"
 )
 
 // rawRequest is what the raw upstream received for one request: the
@@ -46,32 +48,19 @@ func (r *rawRequest) header(name string) (string, bool) {
 //
 // Requests are keyed by their X-Case header.
 type rawUpstream struct {
-	ln   net.Listener
-	mu   sync.Mutex
-	seen map[string][]rawRequest
+	listen string // the listener's address
+	mu     sync.Mutex
+	seen   map[string][]rawRequest
 }
 
 func newRawUpstream(t *testing.T) *rawUpstream {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &rawUpstream{ln: ln, seen: map[string][]rawRequest{}}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go u.serve(c)
-		}
-	}()
+	u := &rawUpstream{seen: map[string][]rawRequest{}}
+	u.listen = netutil.ServeConns(t, u.serve)
 	return u
 }
 
-func (u *rawUpstream) addr() string { return u.ln.Addr().String() }
+func (u *rawUpstream) addr() string { return u.listen }
 
 // take returns and forgets the requests recorded under case name.
 func (u *rawUpstream) take(name string) []rawRequest {

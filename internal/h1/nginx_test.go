@@ -8,32 +8,20 @@ import (
 	"strings"
 	"testing"
 
+	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/nginxtest"
 )
 
 // headRecorder is a raw upstream that records the head of each request
 // as it arrives, byte for byte, and answers 204.
 type headRecorder struct {
-	ln    net.Listener
+	addr  string
 	heads chan string
 }
 
 func newHeadRecorder(t *testing.T) *headRecorder {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &headRecorder{ln: ln, heads: make(chan string, 16)}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go r.serve(c)
-		}
-	}()
+	r := &headRecorder{heads: make(chan string, 16)}
+	r.addr = netutil.ServeConns(t, r.serve)
 	return r
 }
 
@@ -79,9 +67,9 @@ func fieldLines(head string, skip ...string) []string {
 func TestUpstreamHeadLikeNginx(t *testing.T) {
 	up := newHeadRecorder(t)
 	ng := nginxtest.Start(t, `server { listen {{listen}};
-		location / { proxy_pass http://`+up.ln.Addr().String()+`; proxy_http_version 1.1;
+		location / { proxy_pass http://`+up.addr+`; proxy_http_version 1.1;
 			proxy_set_header Host $http_host; proxy_set_header Connection ""; } }`)
-	addr := startProxy(t, &Server{Handler: &testProxy{pool: &Pool{}, addr: up.ln.Addr().String()}})
+	addr := startProxy(t, &Server{Handler: &testProxy{pool: &Pool{}, addr: up.addr}})
 	raw := "GET /p?q=1 HTTP/1.1\r\nuser-agent: t/1\r\nHost: a.test\r\nX-Mixed-Case: v1\r\n" +
 		"accept: */*\r\nX-Mixed-Case: v2\r\nCookie: a=1\r\ncookie: b=2\r\nKeep-Alive: 5\r\nTE: trailers\r\n" +
 		"Connection: keep-alive, X-Hop\r\nX-Hop: h\r\nProxy-Authorization: p\r\nx-empty:\r\n\r\n"
