@@ -40,10 +40,10 @@ type TB interface {
 	Fatalf(format string, args ...any)
 }
 
-// PickFreeAddr returns "127.0.0.1:PORT" with a port the kernel reported free
-// just now (its pick for port 0). Another process may take the port before
-// the caller binds it; a server started on it then fails loudly. The error
-// is net.Listen's.
+// PickFreeAddr returns "127.0.0.1:PORT" with a port free just now, below
+// the kernel's ephemeral range and claimed for this process's lifetime (see
+// pick), so neither an outgoing connection nor another picker takes it
+// before the caller binds it. The error says why no port was found.
 func PickFreeAddr() (string, error) {
 	a, err := pick()
 	if err != nil {
@@ -71,15 +71,6 @@ func FreePort(t TB) int {
 		t.Fatalf("%v", err)
 	}
 	return a.Port
-}
-
-func pick() (*net.TCPAddr, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr), nil
 }
 
 // Accepts reports whether something accepts a TCP connection on addr

@@ -11,8 +11,6 @@ package rediscluster
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,20 +22,13 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"rlproxy/internal/testutil/netutil"
 	"rlproxy/internal/testutil/redisserver"
 )
 
 // formTimeout bounds how long the cluster may take to report
 // cluster_state:ok on every node after slots are assigned.
 const formTimeout = 20 * time.Second
-
-// Bus ports (the cluster's node-to-node port) are picked below Linux's
-// ephemeral range (32768-60999), where the kernel never hands out the
-// client ports that redisserver picks, so the two cannot collide.
-const (
-	busPortMin = 20000
-	busPortMax = 32000
-)
 
 // Cluster is a running Redis Cluster of masters, without replicas
 // (Start) or with one each (StartReplicated). Its methods are safe for use
@@ -98,7 +89,7 @@ func start(t testing.TB, masters, replicas, nodeTimeoutMs int, extra ...string) 
 	})
 	dir := t.TempDir()
 	for range masters * (1 + replicas) {
-		bus := freeBusPort(t)
+		bus := netutil.FreePort(t) // the node-to-node port; a claimed pick like the client port
 		s := redisserver.Start(t, append([]string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", bus)),
@@ -142,21 +133,6 @@ func (c *Cluster) waitReplicasSynced(t testing.TB, ctx context.Context) {
 			}
 		}
 	}
-}
-
-// freeBusPort returns a port in [busPortMin, busPortMax) that is free now.
-func freeBusPort(t testing.TB) int {
-	t.Helper()
-	for range 100 {
-		p := busPortMin + rand.IntN(busPortMax-busPortMin)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err == nil {
-			l.Close()
-			return p
-		}
-	}
-	t.Fatalf("finding a free cluster bus port in [%d, %d)", busPortMin, busPortMax)
-	return 0
 }
 
 // waitFormed polls CLUSTER INFO on every node until each reports
