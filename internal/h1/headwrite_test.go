@@ -85,6 +85,8 @@ func TestParseResponseFraming(t *testing.T) {
 		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "GET", Length, 5, OK},
 		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", "GET", Length, 5, OK},
 		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", "GET", 0, 0, DupContentLength},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 05\r\n\r\n", "GET", 0, 0, DupContentLength},
+		{"HTTP/1.0 100 \r\nContent-Length:05\r\nContent-Length: 5\r\n\r\n", "GET", 0, 0, DupContentLength},
 		{"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", "GET", 0, 0, LengthAndChunked},
 		{"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "GET", 0, 0, BadContentLength},
 		{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "GET", Chunked, 0, OK},

@@ -95,6 +95,7 @@ func parseField(b []byte, pos int) (field, int, Reason) {
 // fieldScan collects what the framing fields say while they are parsed.
 type fieldScan struct {
 	lengths, te, hosts int
+	length             span // the first Content-Length's value (responses)
 	keepAlive, connUp  bool
 	upgradeField       bool
 }

@@ -83,15 +83,21 @@ func (s *fieldScan) noteResponse(p *Response, f field) Reason {
 	name, v := p.buf[f.name.off:f.name.end], p.buf[f.value.off:f.value.end]
 	switch {
 	case equalFold(name, "content-length"):
+		// A repeat is accepted only byte for byte the first value, as
+		// net/http does: RFC 9110 §8.6 allows a recipient to merge
+		// identical values, and "05" after "5" is not one.
 		s.lengths++
+		if s.lengths > 1 {
+			if string(v) != string(p.buf[s.length.off:s.length.end]) {
+				return DupContentLength
+			}
+			break
+		}
 		n, ok := parseDecimal(v)
 		if !ok {
 			return BadContentLength
 		}
-		if s.lengths > 1 && n != p.Length {
-			return DupContentLength
-		}
-		p.Length = n
+		p.Length, s.length = n, f.value
 	case equalFold(name, "transfer-encoding"):
 		// As on requests: one field, "chunked", on HTTP/1.1 only. RFC
 		// 9112 §6.3 would read other codings to the close; a proxy
